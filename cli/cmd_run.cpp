@@ -1,0 +1,82 @@
+// trainctl run CONFIG [--ranks N]: the same training with no SLURM, for laptops and debugging:
+// one process, or N ranks under mpirun. The run directory is the one submit would use.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "config_file.h"
+#include "errors.h"
+#include "exit_codes.h"
+#include "run_dir.h"
+
+namespace trainctl {
+
+namespace {
+int run_and_wait(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  const pid_t child = fork();
+  if (child < 0) throw Failure(fmt::format("cannot fork: {}", std::strerror(errno)));
+  if (child == 0) {
+    execvp(args[0], args.data());
+    fmt::print(stderr, "trainctl: cannot run {}: {}\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto* command = app.add_subcommand("run", "train without SLURM: one process, or --ranks N under mpirun");
+  struct Options {
+    std::string config, run_dir;
+    int ranks = 1;
+    bool resume = false;
+  };
+  auto options = std::make_shared<Options>();
+  command->add_option("config", options->config, "TOML config")->required();
+  command->add_option("--ranks", options->ranks, "number of ranks (mpirun when more than 1)")
+      ->check(CLI::Range(1, 4096));
+  command->add_option("--run-dir", options->run_dir, "run directory (default: runs/<job.name>)");
+  command->add_flag("--resume", options->resume, "continue the run in an existing run directory");
+  command->callback([options] {
+    const Config config = load_config(options->config);
+    const RunDir run_dir(options->run_dir.empty() ? default_run_dir(config.job.name) : options->run_dir);
+    run_dir.prepare(resolved_config_text(config), options->resume);
+
+    // The same thread counts the batch script exports, unless the caller chose otherwise.
+    const std::string threads = std::to_string(config.job.cpus_per_rank);
+    setenv("OMP_NUM_THREADS", threads.c_str(), 0);
+    setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
+    std::vector<std::string> argv;
+    if (options->ranks > 1) {
+      argv = {"mpirun", "-np", std::to_string(options->ranks), "--oversubscribe", "--bind-to", "none"};
+      if (geteuid() == 0) argv.push_back("--allow-run-as-root");
+    }
+    argv.insert(argv.end(), {runtime_executable(), "--run-dir", run_dir.path()});
+
+    const int code = run_and_wait(argv);
+    if (code == exit_code::kDone) {
+      fmt::print("run complete: {}\n", run_dir.path());
+      return;
+    }
+    if (code == exit_code::kSavedRequeue)
+      throw Failure(fmt::format("stopped by a signal after saving; continue with: trainctl run {} --run-dir {} "
+                                "--resume{}",
+                                options->config, run_dir.path(),
+                                options->ranks > 1 ? fmt::format(" --ranks {}", options->ranks) : ""));
+    if (code == exit_code::kBadConfig) throw UsageError("the runtime rejected its input (see above)");
+    throw Failure(fmt::format("the runtime failed with exit code {}", code));
+  });
+}
+
+}  // namespace trainctl

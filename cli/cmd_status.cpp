@@ -1,0 +1,61 @@
+// trainctl status [RUN...] [--json]: the state of runs, from SLURM and their run directories.
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "errors.h"
+#include "run_status.h"
+
+namespace trainctl {
+
+namespace {
+std::vector<std::string> runs_under(const std::string& parent) {
+  std::vector<std::string> runs;
+  if (!std::filesystem::is_directory(parent)) return runs;
+  for (const auto& entry : std::filesystem::directory_iterator(parent))
+    if (RunDir(entry.path().string()).exists()) runs.push_back(entry.path().string());
+  std::sort(runs.begin(), runs.end());
+  return runs;
+}
+
+std::string optional_text(const std::optional<double>& value) {
+  return value ? fmt::format("{:.4f}", *value) : "-";
+}
+}  // namespace
+
+void add_status_command(CLI::App& app) {
+  auto* command = app.add_subcommand("status", "state, requeues, step and loss of runs (default: every run in runs/)");
+  struct Options {
+    std::vector<std::string> runs;
+    bool json = false;
+  };
+  auto options = std::make_shared<Options>();
+  command->add_option("runs", options->runs, "run directories");
+  command->add_flag("--json", options->json, "print a JSON array instead of a table");
+  command->callback([options] {
+    std::vector<std::string> runs = options->runs.empty() ? runs_under("runs") : options->runs;
+    for (const std::string& run : runs)
+      if (!RunDir(run).exists()) throw UsageError(fmt::format("{} is not a run directory (no config.toml)", run));
+    ProcessRunner runner;
+    SlurmClient slurm(runner);
+    std::vector<RunStatus> statuses;
+    for (const std::string& run : runs) statuses.push_back(read_run_status(RunDir(run), slurm));
+    if (options->json) {
+      std::vector<std::string> objects;
+      for (const RunStatus& status : statuses) objects.push_back(run_status_json(status));
+      fmt::print("[{}]\n", fmt::join(objects, ",\n "));
+      return;
+    }
+    fmt::print("{:<32} {:>8} {:<10} {:>8} {:>8} {:>10} {:>10}  {}\n", "RUN", "JOB", "STATE", "REQUEUES", "STEP", "LOSS",
+               "VAL_LOSS", "NOTE");
+    for (const RunStatus& status : statuses) {
+      std::string note = status.reason.empty() ? status.outcome : status.reason;
+      fmt::print("{:<32} {:>8} {:<10} {:>8} {:>8} {:>10} {:>10}  {}\n", status.run_dir, status.job_id, status.state,
+                 status.restarts, status.step ? std::to_string(*status.step) : "-", optional_text(status.loss),
+                 optional_text(status.val_loss), note);
+    }
+  });
+}
+
+}  // namespace trainctl

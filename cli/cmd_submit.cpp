@@ -1,0 +1,40 @@
+// trainctl submit CONFIG: creates the run directory and submits its batch script with sbatch.
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+#include "atomic_file.h"
+#include "commands.h"
+#include "config_file.h"
+#include "render.h"
+#include "run_dir.h"
+#include "slurm_client.h"
+
+namespace trainctl {
+
+void add_submit_command(CLI::App& app) {
+  auto* command = app.add_subcommand("submit", "create the run directory and submit the job to SLURM");
+  struct Options {
+    std::string config, run_dir;
+    bool resume = false;
+  };
+  auto options = std::make_shared<Options>();
+  command->add_option("config", options->config, "TOML config")->required();
+  command->add_option("--run-dir", options->run_dir, "run directory (default: runs/<job.name>)");
+  command->add_flag("--resume", options->resume, "continue the run in an existing run directory");
+  command->callback([options] {
+    const Config config = load_config(options->config);
+    const RunDir run_dir(options->run_dir.empty() ? default_run_dir(config.job.name) : options->run_dir);
+    // Render first: a path that cannot go into the script must fail before anything is created.
+    const std::string script = render_batch_script(config.job, {run_dir.path(), runtime_executable()});
+    run_dir.prepare(resolved_config_text(config), options->resume);
+    write_file_atomically(run_dir.script(), script);
+    chmod(run_dir.script().c_str(), 0755);
+    ProcessRunner runner;
+    const std::string job_id = SlurmClient(runner).submit(run_dir.script());
+    write_file_atomically(run_dir.job_id_file(), job_id + "\n");
+    fmt::print("submitted job {}\nrun directory: {}\n", job_id, run_dir.path());
+  });
+}
+
+}  // namespace trainctl

@@ -1,0 +1,26 @@
+// trainctl validate CONFIG: checks a config the way submit and the runtime will read it.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "commands.h"
+#include "config_file.h"
+
+namespace trainctl {
+
+void add_validate_command(CLI::App& app) {
+  auto* command = app.add_subcommand("validate", "check a config; exit 0 if valid, 2 with file:line:col: key: message");
+  auto config_path = std::make_shared<std::string>();
+  command->add_option("config", *config_path, "TOML config")->required();
+  command->callback([config_path] {
+    const Config config = load_config(*config_path);
+    std::vector<int64_t> widths{config.run.model.inputs};
+    widths.insert(widths.end(), config.run.model.hidden.begin(), config.run.model.hidden.end());
+    widths.push_back(config.run.model.classes);
+    fmt::print("{}: valid: job \"{}\" with {} node(s) x {} rank(s); mlp {}; {} steps, global batch {}\n",
+               *config_path, config.job.name, config.job.nodes, config.job.ranks_per_node, fmt::join(widths, "-"),
+               config.run.train.steps,
+               config.run.train.micro_batch * config.run.train.grad_accum * config.job.world_size());
+  });
+}
+
+}  // namespace trainctl

@@ -1,0 +1,23 @@
+// The trainctl subcommands, one file each (cmd_<name>.cpp). Each adds itself to the app;
+// its callback throws the typed errors of errors.h, which main maps to exit codes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace trainctl {
+
+void add_validate_command(CLI::App& app);
+void add_render_command(CLI::App& app);
+void add_submit_command(CLI::App& app);
+void add_status_command(CLI::App& app);
+void add_logs_command(CLI::App& app);
+void add_cancel_command(CLI::App& app);
+void add_run_command(CLI::App& app);
+void add_data_command(CLI::App& app);
+void add_ckpt_command(CLI::App& app);
+
+// trainctl-runtime: $TRAINCTL_RUNTIME, else next to this executable (installed), else in the
+// build tree's runtime/ beside cli/.
+std::string runtime_executable();
+
+}  // namespace trainctl

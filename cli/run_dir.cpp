@@ -1,0 +1,49 @@
+// The run directory: see run_dir.h.
+#include "run_dir.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "atomic_file.h"
+#include "errors.h"
+
+namespace trainctl {
+
+namespace fs = std::filesystem;
+
+RunDir::RunDir(std::string path) : path_(fs::absolute(path).lexically_normal().string()) {
+  while (path_.size() > 1 && path_.back() == '/') path_.pop_back();
+}
+
+bool RunDir::exists() const { return fs::exists(config()); }
+
+void RunDir::prepare(const std::string& resolved_config, bool resume) const {
+  if (exists() && !resume)
+    throw UsageError(fmt::format("run directory {} already holds a run; pass --resume to continue it, or choose "
+                                 "another --run-dir",
+                                 path_));
+  if (!exists() && resume) throw UsageError(fmt::format("--resume: {} holds no run to resume", path_));
+  // A resubmitted run starts with a clean requeue record: the guards count within one submission.
+  fs::remove(outcome());
+  fs::remove(path_ + "/requeue.stalls");
+  fs::remove(path_ + "/completed.step");
+  fs::create_directories(logs());
+  fs::create_directories(checkpoints());
+  write_file_atomically(config(), resolved_config);
+  std::ofstream(metrics(), std::ios::app);
+}
+
+std::optional<std::string> RunDir::job_id() const { return read_first_line(job_id_file()); }
+
+std::string default_run_dir(const std::string& job_name) { return (fs::path("runs") / job_name).string(); }
+
+std::optional<std::string> read_first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) return std::nullopt;
+  return line;
+}
+
+}  // namespace trainctl

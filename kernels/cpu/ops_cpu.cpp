@@ -1,0 +1,160 @@
+// CPU reference implementation of the device seam: GEMM on OpenBLAS, the rest as plain loops
+// that define what every other device must compute (within the stated tolerances).
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "device.h"
+
+namespace trainctl {
+
+namespace {
+
+void* cpu_alloc(size_t bytes) {
+  // 64-byte alignment keeps OpenBLAS on its aligned paths; aligned_alloc needs a multiple of it.
+  void* pointer = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
+  if (pointer == nullptr) throw std::bad_alloc();
+  return pointer;
+}
+
+void cpu_release(void* pointer) { std::free(pointer); }
+
+void cpu_copy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+
+void cpu_fill_zero(float* x, int64_t n) { std::fill(x, x + n, 0.0f); }
+
+void cpu_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+              const float* b, float beta, float* c) {
+  const blasint lda = static_cast<blasint>(transpose_a ? m : k);
+  const blasint ldb = static_cast<blasint>(transpose_b ? k : n);
+  cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, lda, b, ldb, beta,
+              c, static_cast<blasint>(n));
+}
+
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+
+// GELU is the exact erf form, as torch.nn.GELU() computes by default.
+float activate(float z, Activation act) {
+  switch (act) {
+    case Activation::kRelu: return z > 0.0f ? z : 0.0f;
+    case Activation::kGelu: return 0.5f * z * (1.0f + std::erf(z * kInvSqrt2));
+    default: return z;
+  }
+}
+
+float activation_derivative(float z, Activation act) {
+  switch (act) {
+    case Activation::kRelu: return z > 0.0f ? 1.0f : 0.0f;
+    case Activation::kGelu: return 0.5f * (1.0f + std::erf(z * kInvSqrt2)) + z * kInvSqrt2Pi * std::exp(-0.5f * z * z);
+    default: return 1.0f;
+  }
+}
+
+void cpu_bias_act_forward(float* z, const float* bias, float* out, int64_t rows, int64_t cols, Activation act) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* z_row = z + r * cols;
+    float* out_row = out + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      z_row[c] += bias[c];
+      out_row[c] = activate(z_row[c], act);
+    }
+  }
+}
+
+void cpu_bias_act_backward(const float* grad_out, const float* z, float* grad_z, float* grad_bias, int64_t rows,
+                           int64_t cols, Activation act) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t i = r * cols + c;
+      grad_z[i] = grad_out[i] * activation_derivative(z[i], act);
+      grad_bias[c] += grad_z[i];
+    }
+  }
+}
+
+void cpu_softmax_cross_entropy(const float* logits, const int32_t* labels, float* grad_logits, int64_t rows,
+                               int64_t classes, float grad_scale, double* loss_sum, int64_t* correct) {
+  double loss = 0.0;
+  int64_t hits = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits + r * classes;
+    const int64_t argmax = std::max_element(row, row + classes) - row;
+    const float max_logit = row[argmax];
+    double denominator = 0.0;
+    for (int64_t c = 0; c < classes; ++c) denominator += std::exp(static_cast<double>(row[c] - max_logit));
+    const int32_t label = labels[r];
+    loss += std::log(denominator) - static_cast<double>(row[label] - max_logit);
+    hits += argmax == label ? 1 : 0;
+    if (grad_logits == nullptr) continue;
+    float* grad_row = grad_logits + r * classes;
+    for (int64_t c = 0; c < classes; ++c) {
+      const double probability = std::exp(static_cast<double>(row[c] - max_logit)) / denominator;
+      grad_row[c] = static_cast<float>(probability - (c == label ? 1.0 : 0.0)) * grad_scale;
+    }
+  }
+  *loss_sum = loss;
+  *correct = hits;
+}
+
+void cpu_sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n, float lr, float momentum,
+                  float weight_decay) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i] + weight_decay * param[i];
+    momentum_buffer[i] = momentum * momentum_buffer[i] + g;
+    param[i] -= lr * momentum_buffer[i];
+  }
+}
+
+void cpu_adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n, float lr,
+                    float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+  const float bias_correction1 = 1.0f - std::pow(beta1, static_cast<float>(step));
+  const float bias_correction2 = 1.0f - std::pow(beta2, static_cast<float>(step));
+  const float step_size = lr / bias_correction1;
+  const float bias_correction2_sqrt = std::sqrt(bias_correction2);
+  for (int64_t i = 0; i < n; ++i) {
+    param[i] *= 1.0f - lr * weight_decay;
+    exp_avg[i] = beta1 * exp_avg[i] + (1.0f - beta1) * grad[i];
+    exp_avg_sq[i] = beta2 * exp_avg_sq[i] + (1.0f - beta2) * grad[i] * grad[i];
+    const float denominator = std::sqrt(exp_avg_sq[i]) / bias_correction2_sqrt + eps;
+    param[i] -= step_size * exp_avg[i] / denominator;
+  }
+}
+
+double cpu_sum_squares(const float* x, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
+
+void cpu_scale(float* x, int64_t n, float factor) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= factor;
+}
+
+constexpr DeviceOps kCpuOps{
+    "cpu",
+    cpu_alloc,
+    cpu_release,
+    cpu_copy,
+    cpu_copy,
+    cpu_fill_zero,
+    cpu_gemm,
+    cpu_bias_act_forward,
+    cpu_bias_act_backward,
+    cpu_softmax_cross_entropy,
+    cpu_sgd_step,
+    cpu_adamw_step,
+    cpu_sum_squares,
+    cpu_scale,
+};
+
+}  // namespace
+
+const DeviceOps& cpu_device() { return kCpuOps; }
+
+}  // namespace trainctl

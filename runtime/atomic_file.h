@@ -1,0 +1,18 @@
+// Durable replacement of files: a reader sees the old file or the whole new one, never a part,
+// even across a crash or power loss (write to a temporary, fsync it, rename, fsync the directory).
+#pragma once
+
+#include <string>
+
+namespace trainctl {
+
+// A temporary path next to `final_path`, which no reader of the directory mistakes for it.
+std::string temporary_path_for(const std::string& final_path);
+
+void fsync_path(const std::string& path);
+// Renames `temporary` over `final_path` and fsyncs the directory, so the rename itself is durable.
+void publish_file(const std::string& temporary, const std::string& final_path);
+
+void write_file_atomically(const std::string& path, const std::string& text);
+
+}  // namespace trainctl

@@ -1,0 +1,193 @@
+// Checkpoints: see checkpoint.h for the layout and the guarantees.
+#include "checkpoint.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "atomic_file.h"
+#include "hdf5_file.h"
+#include "json_line.h"
+
+namespace trainctl {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+uint64_t crc32_of(const std::vector<float>& values) {
+  return crc32_z(0L, reinterpret_cast<const Bytef*>(values.data()), values.size() * sizeof(float));
+}
+
+void write_tensor(hid_t group, const Tensor& tensor) {
+  write_floats(group, tensor.name, tensor.shape, tensor.values.data());
+  H5Handle dataset(H5_CHECK(H5Dopen2(group, tensor.name.c_str(), H5P_DEFAULT)), H5Dclose);
+  write_attribute(dataset.get(), "crc32", crc32_of(tensor.values));
+}
+
+Tensor read_tensor(hid_t group, const std::string& name, const std::string& shown_name) {
+  Tensor tensor{shown_name, dataset_shape(group, name), read_floats(group, name)};
+  H5Handle dataset(H5_CHECK(H5Dopen2(group, name.c_str(), H5P_DEFAULT)), H5Dclose);
+  if (crc32_of(tensor.values) != read_uint_attribute(dataset.get(), "crc32"))
+    throw CheckpointError(fmt::format("checksum mismatch in dataset {}", shown_name));
+  return tensor;
+}
+
+// Test hook for the crash-safety test: die by SIGKILL in the middle of writing step N.
+void maybe_die_during_save(int64_t step) {
+  const char* kill_step = std::getenv("TRAINCTL_TEST_KILL_DURING_SAVE");
+  if (kill_step != nullptr && std::atoll(kill_step) == step) std::raise(SIGKILL);
+}
+
+void write_meta(hid_t file, const CheckpointMeta& meta) {
+  write_attribute(file, "format_version", kCheckpointFormatVersion);
+  write_attribute(file, "step", meta.step);
+  write_attribute(file, "epoch", meta.epoch);
+  write_attribute(file, "sample_position", meta.sample_position);
+  write_attribute(file, "rng_seed", meta.rng_seed);
+  write_attribute(file, "world_size", meta.world_size);
+  write_attribute(file, "global_batch", meta.global_batch);
+  write_attribute(file, "optimizer", meta.optimizer);
+  write_attribute(file, "optimizer_step", meta.optimizer_step);
+  write_attribute(file, "loss", meta.loss);
+  write_attribute(file, "config", meta.config_text);
+  write_attribute(file, "hostnames", meta.hostnames);
+  write_attribute(file, "trainctl_version", meta.trainctl_version);
+  write_attribute(file, "created_utc", meta.created_utc);
+}
+
+CheckpointMeta read_meta(hid_t file) {
+  CheckpointMeta meta;
+  int64_t version = read_int_attribute(file, "format_version");
+  if (version != kCheckpointFormatVersion)
+    throw CheckpointError(fmt::format("format_version {} is not supported (this trainctl reads {})", version,
+                                      kCheckpointFormatVersion));
+  meta.step = read_int_attribute(file, "step");
+  meta.epoch = read_int_attribute(file, "epoch");
+  meta.sample_position = read_int_attribute(file, "sample_position");
+  meta.rng_seed = read_uint_attribute(file, "rng_seed");
+  meta.world_size = read_int_attribute(file, "world_size");
+  meta.global_batch = read_int_attribute(file, "global_batch");
+  meta.optimizer = read_string_attribute(file, "optimizer");
+  meta.optimizer_step = read_int_attribute(file, "optimizer_step");
+  meta.loss = read_double_attribute(file, "loss");
+  meta.config_text = read_string_attribute(file, "config");
+  meta.hostnames = read_string_attribute(file, "hostnames");
+  meta.trainctl_version = read_string_attribute(file, "trainctl_version");
+  meta.created_utc = read_string_attribute(file, "created_utc");
+  return meta;
+}
+
+std::string sidecar_json(const CheckpointMeta& meta) {
+  JsonLine line;
+  line.add("step", meta.step).add("epoch", meta.epoch).add("loss", meta.loss);
+  for (const auto& [name, value] : meta.metrics) line.add(name, value);
+  line.add("hostname", meta.hostnames.substr(0, meta.hostnames.find(',')))
+      .add("hostnames", meta.hostnames)
+      .add("hardware", meta.hardware)
+      .add("world_size", meta.world_size)
+      .add("created_utc", meta.created_utc)
+      .add("trainctl_version", meta.trainctl_version);
+  return line.str() + "\n";
+}
+
+std::string sidecar_path(const std::string& checkpoint_path) {
+  return fs::path(checkpoint_path).replace_extension(".json").string();
+}
+
+}  // namespace
+
+std::string checkpoint_file_name(int64_t step) { return fmt::format("step-{:08d}.h5", step); }
+
+std::string save_checkpoint(const std::string& dir, const Checkpoint& checkpoint) {
+  const std::string final_path = (fs::path(dir) / checkpoint_file_name(checkpoint.meta.step)).string();
+  const std::string temporary = temporary_path_for(final_path);
+  {
+    H5Handle file = create_file(temporary);
+    write_meta(file.get(), checkpoint.meta);
+    H5Handle model = create_group(file.get(), "model");
+    for (const Tensor& tensor : checkpoint.model) write_tensor(model.get(), tensor);
+    maybe_die_during_save(checkpoint.meta.step);
+    H5Handle optimizer = create_group(file.get(), "optimizer");
+    for (const Tensor& tensor : checkpoint.optimizer_state) {
+      const size_t slash = tensor.name.find('/');
+      const std::string param = tensor.name.substr(0, slash);
+      if (!has_link(optimizer.get(), param)) create_group(optimizer.get(), param);
+      H5Handle group = open_group(optimizer.get(), param);
+      write_tensor(group.get(), Tensor{tensor.name.substr(slash + 1), tensor.shape, tensor.values});
+    }
+  }
+  publish_file(temporary, final_path);
+  write_file_atomically(sidecar_path(final_path), sidecar_json(checkpoint.meta));
+  return final_path;
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  try {
+    Checkpoint checkpoint;
+    H5Handle file = open_file(path);
+    checkpoint.meta = read_meta(file.get());
+    H5Handle model = open_group(file.get(), "model");
+    for (const std::string& name : child_names(model.get()))
+      checkpoint.model.push_back(read_tensor(model.get(), name, name));
+    H5Handle optimizer = open_group(file.get(), "optimizer");
+    for (const std::string& param : child_names(optimizer.get())) {
+      H5Handle group = open_group(optimizer.get(), param);
+      for (const std::string& state : child_names(group.get()))
+        checkpoint.optimizer_state.push_back(read_tensor(group.get(), state, param + "/" + state));
+    }
+    return checkpoint;
+  } catch (const CheckFailure& failure) {
+    throw CheckpointError(fmt::format("{}: not a readable checkpoint ({})", path, failure.what()));
+  } catch (const CheckpointError& error) {
+    throw CheckpointError(fmt::format("{}: {}", path, error.what()));
+  }
+}
+
+std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {
+  static const std::regex name_pattern(R"(step-(\d+)\.h5)");
+  std::vector<CheckpointEntry> entries;
+  if (!fs::is_directory(dir)) return entries;
+  for (const auto& file : fs::directory_iterator(dir)) {
+    std::smatch match;
+    const std::string name = file.path().filename().string();
+    if (std::regex_match(name, match, name_pattern))
+      entries.push_back({file.path().string(), std::stoll(match[1].str())});
+  }
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
+  return entries;
+}
+
+ResumePoint load_latest_valid(const std::string& dir) {
+  ResumePoint resume;
+  for (const CheckpointEntry& entry : list_checkpoints(dir)) {
+    try {
+      resume.checkpoint = load_checkpoint(entry.path);
+      resume.path = entry.path;
+      return resume;
+    } catch (const CheckpointError& error) {
+      resume.skipped.push_back(error.what());
+    }
+  }
+  return resume;
+}
+
+void prune_checkpoints(const std::string& dir, int64_t keep_last) {
+  // Temporaries left by a writer that crashed; saves are serialized, so none is in use now.
+  static const std::regex temporary_pattern(R"(\.step-\d+\.(h5|json)\.tmp-\d+)");
+  for (const auto& file : fs::directory_iterator(dir))
+    if (std::regex_match(file.path().filename().string(), temporary_pattern)) fs::remove(file.path());
+  std::vector<CheckpointEntry> entries = list_checkpoints(dir);
+  for (size_t i = static_cast<size_t>(keep_last); i < entries.size(); ++i) {
+    fs::remove(entries[i].path);
+    fs::remove(sidecar_path(entries[i].path));
+  }
+}
+
+}  // namespace trainctl

@@ -1,0 +1,85 @@
+// Checkpoints: one HDF5 file per saved step, written atomically, with a CRC-32 per dataset so
+// that a resume never picks up a torn or corrupted file. Layout (docs/checkpoint-format.md):
+//   /model/<pytorch name>                 float32, e.g. 0.weight [out, in], 0.bias [out]
+//   /optimizer/<pytorch name>/<state>     float32, momentum_buffer | exp_avg, exp_avg_sq
+//   attributes on / : the training position and provenance (CheckpointMeta)
+//   attribute crc32 on every dataset
+// Next to each file, step-N.json is a sidecar for people and tools (not used to resume).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace trainctl {
+
+constexpr int64_t kCheckpointFormatVersion = 1;
+
+struct Tensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+struct CheckpointMeta {
+  int64_t step = 0;             // optimizer steps completed
+  int64_t epoch = 0;            // epoch of the next sample
+  int64_t sample_position = 0;  // global samples consumed
+  uint64_t rng_seed = 0;        // with `epoch`, the whole RNG state: permutations derive from (seed, epoch)
+  int64_t world_size = 1;
+  int64_t global_batch = 0;
+  std::string optimizer;        // "sgd" | "adamw"
+  int64_t optimizer_step = 0;   // AdamW's bias-correction count
+  double loss = 0.0;            // mean train loss of the last step
+  std::string config_text;      // the resolved config the run trained with
+  std::string hostnames;        // comma-separated, rank order
+  std::string trainctl_version = TRAINCTL_VERSION;
+  std::string created_utc;      // ISO 8601
+  std::string hardware;         // for the sidecar: CPU model and device
+  std::map<std::string, double> metrics;  // for the sidecar: e.g. val_loss
+};
+
+struct Checkpoint {
+  CheckpointMeta meta;
+  std::vector<Tensor> model;            // in state_dict order
+  std::vector<Tensor> optimizer_state;  // names "<param>/<state>"
+};
+
+// A checkpoint that is truncated, corrupt, or not a trainctl checkpoint.
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+std::string checkpoint_file_name(int64_t step);  // step-00000100.h5
+
+// Writes <dir>/step-N.h5 through a temporary file, fsync, rename and a directory fsync, then the
+// sidecar; returns the final path. A crash at any point leaves either no step-N.h5 or a whole one.
+std::string save_checkpoint(const std::string& dir, const Checkpoint& checkpoint);
+
+// Reads and verifies every checksum; throws CheckpointError naming the path and the problem.
+Checkpoint load_checkpoint(const std::string& path);
+
+struct CheckpointEntry {
+  std::string path;
+  int64_t step = 0;
+};
+// The step-N.h5 files of `dir`, newest first (temporary files are never listed).
+std::vector<CheckpointEntry> list_checkpoints(const std::string& dir);
+
+struct ResumePoint {
+  std::optional<Checkpoint> checkpoint;  // empty: start from scratch
+  std::string path;
+  std::vector<std::string> skipped;      // "path: problem" for each newer file that failed to verify
+};
+// The newest checkpoint in `dir` that verifies, falling back past corrupt ones.
+ResumePoint load_latest_valid(const std::string& dir);
+
+// Deletes all but the newest `keep_last` checkpoints (and their sidecars), and temporaries
+// that a crashed save left behind.
+void prune_checkpoints(const std::string& dir, int64_t keep_last);
+
+}  // namespace trainctl

@@ -1,0 +1,106 @@
+// Comm: see comm.h.
+#include "comm.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "check.h"
+
+#ifdef TRAINCTL_HAVE_MPI
+#include <mpi.h>
+
+#define MPI_CHECK(statement)                                                           \
+  do {                                                                                 \
+    int mpi_check_result_ = (statement);                                               \
+    if (mpi_check_result_ != MPI_SUCCESS) {                                            \
+      char mpi_message_[MPI_MAX_ERROR_STRING];                                         \
+      int mpi_message_length_ = 0;                                                     \
+      MPI_Error_string(mpi_check_result_, mpi_message_, &mpi_message_length_);         \
+      ::trainctl::report_check_failure(#statement, __FILE__, __LINE__,                 \
+                                       std::string(mpi_message_, mpi_message_length_)); \
+    }                                                                                  \
+  } while (0)
+#endif
+
+namespace trainctl {
+
+namespace {
+constexpr size_t kHostNameBytes = 256;
+
+int environment_int(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::atoi(value) : fallback;
+}
+}  // namespace
+
+std::string this_host_name() {
+  char name[kHostNameBytes] = {};
+  gethostname(name, kHostNameBytes - 1);
+  return name;
+}
+
+#ifdef TRAINCTL_HAVE_MPI
+
+Comm::Comm(int* argc, char*** argv) {
+  MPI_CHECK(MPI_Init(argc, argv));
+  // Errors come back to MPI_CHECK, which names the failing call before the job is aborted.
+  MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
+  set_reporting_rank(rank_);
+
+  std::vector<char> names(kHostNameBytes * static_cast<size_t>(world_size_));
+  std::string mine = this_host_name();
+  mine.resize(kHostNameBytes, '\0');
+  MPI_CHECK(MPI_Allgather(mine.data(), kHostNameBytes, MPI_CHAR, names.data(), kHostNameBytes, MPI_CHAR,
+                          MPI_COMM_WORLD));
+  int same_host_before_me = 0;
+  for (int r = 0; r < world_size_; ++r) {
+    hostnames_.emplace_back(names.data() + kHostNameBytes * static_cast<size_t>(r));
+    if (r < rank_ && hostnames_.back() == hostnames_[static_cast<size_t>(rank_)]) ++same_host_before_me;
+  }
+  // The launcher knows the placement best; host names are the fallback (they can't tell apart
+  // two "nodes" that share one host name, as on the two-node test cluster).
+  local_rank_ = environment_int("SLURM_LOCALID", environment_int("OMPI_COMM_WORLD_LOCAL_RANK", same_host_before_me));
+}
+
+Comm::~Comm() { MPI_Finalize(); }
+
+void Comm::allreduce_sum(float* data, size_t count) {
+  if (world_size_ == 1) return;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+}
+
+void Comm::allreduce_sum(double* data, size_t count) {
+  if (world_size_ == 1) return;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+}
+
+void Comm::broadcast(void* data, size_t bytes) {
+  if (world_size_ == 1) return;
+  MPI_CHECK(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD));
+}
+
+void Comm::barrier() { MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
+
+void Comm::abort(int exit_code) {
+  if (world_size_ > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  MPI_Finalize();
+  std::exit(exit_code);
+}
+
+#else
+
+Comm::Comm(int*, char***) { hostnames_.push_back(this_host_name()); }
+Comm::~Comm() = default;
+void Comm::allreduce_sum(float*, size_t) {}
+void Comm::allreduce_sum(double*, size_t) {}
+void Comm::broadcast(void*, size_t) {}
+void Comm::barrier() {}
+void Comm::abort(int exit_code) { std::exit(exit_code); }
+
+#endif
+
+}  // namespace trainctl

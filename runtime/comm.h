@@ -1,0 +1,42 @@
+// Comm: the process bootstrap and the collectives the trainer needs. With MPI (srun --mpi=pmix
+// or mpirun) it knows rank, world size and local rank; without MPI it is a world of one, so
+// the same trainer runs on a laptop. Every MPI call goes through MPI_CHECK.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace trainctl {
+
+class Comm {
+ public:
+  Comm(int* argc, char*** argv);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  // Index among the ranks on this node: SLURM_LOCALID or Open MPI's, else by comparing host names.
+  int local_rank() const { return local_rank_; }
+  // Host name of every rank, in rank order.
+  const std::vector<std::string>& hostnames() const { return hostnames_; }
+
+  void allreduce_sum(float* data, size_t count);
+  void allreduce_sum(double* data, size_t count);
+  void broadcast(void* data, size_t bytes);  // from rank 0
+  void barrier();
+  // Ends every rank of the job (a failure on one rank must not leave the others waiting).
+  [[noreturn]] void abort(int exit_code);
+
+ private:
+  int rank_ = 0;
+  int world_size_ = 1;
+  int local_rank_ = 0;
+  std::vector<std::string> hostnames_;
+};
+
+std::string this_host_name();
+
+}  // namespace trainctl

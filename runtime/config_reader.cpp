@@ -1,0 +1,257 @@
+// Config reader: see config_reader.h.
+#include "config_reader.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace trainctl {
+
+namespace {
+
+std::string format_error(const SourcePosition& where, const std::string& key, const std::string& message) {
+  std::string prefix = fmt::format("{}:{}:{}: ", where.file, where.line, where.column);
+  return key.empty() ? prefix + message : prefix + key + ": " + message;
+}
+
+const char* type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::table: return "a table";
+    default: return "a date or time";
+  }
+}
+
+std::string quoted_list(const std::vector<std::string>& items) {
+  std::vector<std::string> quoted;
+  for (const auto& item : items) quoted.push_back("\"" + item + "\"");
+  return fmt::format("{}", fmt::join(quoted, ", "));
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+ConfigError::ConfigError(SourcePosition where, std::string key, std::string message)
+    : std::runtime_error(format_error(where, key, message)),
+      where_(std::move(where)),
+      key_(std::move(key)),
+      message_(std::move(message)) {}
+
+toml::table parse_config_text(std::string_view text, const std::string& file_name) {
+  try {
+    return toml::parse(text, file_name);
+  } catch (const toml::parse_error& error) {
+    SourcePosition where{file_name, error.source().begin.line, error.source().begin.column};
+    throw ConfigError(where, "", fmt::format("invalid TOML: {}", error.description()));
+  }
+}
+
+toml::table parse_config_file(const std::string& path) {
+  try {
+    return toml::parse_file(path);
+  } catch (const toml::parse_error& error) {
+    SourcePosition where{path, error.source().begin.line, error.source().begin.column};
+    throw ConfigError(where, "", fmt::format("invalid TOML: {}", error.description()));
+  }
+}
+
+std::optional<std::string> nearest_key(std::string_view unknown, const std::vector<std::string>& known) {
+  std::optional<std::string> best;
+  size_t best_distance = std::max<size_t>(2, unknown.size() / 3) + 1;
+  for (const auto& candidate : known) {
+    size_t distance = edit_distance(unknown, candidate);
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+SourcePosition position_of(const toml::node& node, const std::string& file) {
+  return {file, node.source().begin.line, node.source().begin.column};
+}
+
+TableReader::TableReader(const toml::table* table, std::string path, std::string file,
+                         SourcePosition table_position)
+    : table_(table), path_(std::move(path)), file_(std::move(file)), table_position_(std::move(table_position)) {}
+
+TableReader TableReader::child(const toml::table& root, std::string_view name, const std::string& file) {
+  const toml::node* node = root.get(name);
+  if (node == nullptr) return TableReader(nullptr, std::string(name), file, {file, 1, 1});
+  if (!node->is_table())
+    throw ConfigError(position_of(*node, file), std::string(name),
+                      fmt::format("expected a table, got {}", type_name(*node)));
+  return TableReader(node->as_table(), std::string(name), file, position_of(*node, file));
+}
+
+bool TableReader::has(std::string_view key) const { return table_ != nullptr && table_->get(key) != nullptr; }
+
+std::string TableReader::dotted(std::string_view key) const { return path_ + "." + std::string(key); }
+
+SourcePosition TableReader::position(std::string_view key) const {
+  const toml::node* node = table_ ? table_->get(key) : nullptr;
+  return node ? position_of(*node, file_) : table_position_;
+}
+
+void TableReader::fail(std::string_view key, const std::string& message) const {
+  throw ConfigError(position(key), dotted(key), message);
+}
+
+const toml::node* TableReader::find(std::string_view key) {
+  read_.emplace(key);
+  return table_ ? table_->get(key) : nullptr;
+}
+
+const toml::node& TableReader::expect(std::string_view key, bool ok, const toml::node* node,
+                                      const char* wanted) const {
+  if (!ok) fail(key, fmt::format("expected {}, got {}", wanted, type_name(*node)));
+  return *node;
+}
+
+int64_t TableReader::integer(std::string_view key, std::optional<int64_t> fallback, int64_t min, int64_t max) {
+  const toml::node* node = find(key);
+  if (node == nullptr) {
+    if (!fallback) fail(key, "required key is missing");
+    return *fallback;
+  }
+  int64_t value = expect(key, node->is_integer(), node, "an integer").as_integer()->get();
+  if (value < min) fail(key, fmt::format("must be at least {} (got {})", min, value));
+  if (value > max) fail(key, fmt::format("must be at most {} (got {})", max, value));
+  return value;
+}
+
+double TableReader::number(std::string_view key, std::optional<double> fallback) {
+  const toml::node* node = find(key);
+  if (node == nullptr) {
+    if (!fallback) fail(key, "required key is missing");
+    return *fallback;
+  }
+  expect(key, node->is_number(), node, "a number");
+  return node->is_integer() ? static_cast<double>(node->as_integer()->get()) : node->as_floating_point()->get();
+}
+
+bool TableReader::boolean(std::string_view key, std::optional<bool> fallback) {
+  const toml::node* node = find(key);
+  if (node == nullptr) {
+    if (!fallback) fail(key, "required key is missing");
+    return *fallback;
+  }
+  return expect(key, node->is_boolean(), node, "a boolean").as_boolean()->get();
+}
+
+std::optional<std::string> TableReader::optional_string(std::string_view key) {
+  const toml::node* node = find(key);
+  if (node == nullptr) return std::nullopt;
+  return expect(key, node->is_string(), node, "a string").as_string()->get();
+}
+
+std::string TableReader::string(std::string_view key, std::optional<std::string> fallback) {
+  std::optional<std::string> value = optional_string(key);
+  if (!value && !fallback) fail(key, "required key is missing");
+  return value ? *value : *fallback;
+}
+
+std::string TableReader::choice(std::string_view key, const std::vector<std::string>& choices,
+                                std::optional<std::string> fallback) {
+  std::string value = string(key, std::move(fallback));
+  if (std::find(choices.begin(), choices.end(), value) == choices.end())
+    fail(key, fmt::format("must be one of {} (got \"{}\")", quoted_list(choices), value));
+  return value;
+}
+
+namespace {
+template <typename T, typename Convert>
+std::vector<T> read_list(TableReader& reader, std::string_view key, const toml::node* node,
+                         std::optional<std::vector<T>> fallback, const char* wanted, Convert convert) {
+  if (node == nullptr) {
+    if (!fallback) reader.fail(key, "required key is missing");
+    return *fallback;
+  }
+  if (!node->is_array()) reader.fail(key, fmt::format("expected an array of {}, got {}", wanted, type_name(*node)));
+  std::vector<T> values;
+  for (const toml::node& element : *node->as_array()) {
+    std::optional<T> value = convert(element);
+    if (!value)
+      throw ConfigError(position_of(element, reader.position(key).file), reader.dotted(key),
+                        fmt::format("expected an array of {}, but element {} is {}", wanted, values.size(),
+                                    type_name(element)));
+    values.push_back(*value);
+  }
+  return values;
+}
+}  // namespace
+
+std::vector<int64_t> TableReader::integer_list(std::string_view key, std::optional<std::vector<int64_t>> fallback,
+                                               int64_t min) {
+  auto values = read_list<int64_t>(*this, key, find(key), std::move(fallback), "integers",
+                                   [](const toml::node& n) { return n.value_exact<int64_t>(); });
+  for (int64_t value : values)
+    if (value < min) fail(key, fmt::format("every element must be at least {} (got {})", min, value));
+  return values;
+}
+
+std::vector<double> TableReader::number_list(std::string_view key, std::optional<std::vector<double>> fallback) {
+  return read_list<double>(*this, key, find(key), std::move(fallback), "numbers",
+                           [](const toml::node& n) { return n.is_number() ? n.value<double>() : std::nullopt; });
+}
+
+std::vector<std::string> TableReader::string_list(std::string_view key,
+                                                  std::optional<std::vector<std::string>> fallback) {
+  return read_list<std::string>(*this, key, find(key), std::move(fallback), "strings",
+                                [](const toml::node& n) { return n.value_exact<std::string>(); });
+}
+
+std::map<std::string, std::string> TableReader::string_table(std::string_view key) {
+  const toml::node* node = find(key);
+  std::map<std::string, std::string> values;
+  if (node == nullptr) return values;
+  if (!node->is_table()) fail(key, fmt::format("expected a table, got {}", type_name(*node)));
+  for (const auto& [name, value] : *node->as_table()) {
+    if (!value.is_string())
+      throw ConfigError(position_of(value, file_), dotted(key) + "." + std::string(name.str()),
+                        fmt::format("expected a string, got {}", type_name(value)));
+    values.emplace(std::string(name.str()), value.as_string()->get());
+  }
+  return values;
+}
+
+void TableReader::reject_unknown() const {
+  if (table_ == nullptr) return;
+  // toml::table iterates in key order; report the unknown key that comes first in the file.
+  const toml::node* first = nullptr;
+  std::string first_name;
+  for (const auto& [name, value] : *table_) {
+    if (read_.count(name.str())) continue;
+    auto begin = value.source().begin;
+    if (first == nullptr || begin < first->source().begin) {
+      first = &value;
+      first_name = std::string(name.str());
+    }
+  }
+  if (first == nullptr) return;
+  std::vector<std::string> known(read_.begin(), read_.end());
+  std::string message = "unknown key";
+  if (auto suggestion = nearest_key(first_name, known)) message += fmt::format(" (did you mean \"{}\"?)", *suggestion);
+  throw ConfigError(position_of(*first, file_), dotted(first_name), message);
+}
+
+}  // namespace trainctl

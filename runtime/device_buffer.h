@@ -1,0 +1,47 @@
+// Memory owned on one device of the seam (kernels/device.h), released when it goes away.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "device.h"
+
+namespace trainctl {
+
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceOps& ops, int64_t count)
+      : ops_(&ops), data_(static_cast<T*>(ops.alloc(static_cast<size_t>(count) * sizeof(T)))), count_(count) {}
+  DeviceBuffer(DeviceBuffer&& other) noexcept { swap(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    swap(other);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (data_ != nullptr) ops_->release(data_);
+  }
+
+  T* get() const { return data_; }
+  int64_t size() const { return count_; }
+  void upload(const T* host, int64_t count) { ops_->upload(data_, host, static_cast<size_t>(count) * sizeof(T)); }
+  void download(T* host, int64_t count) const {
+    ops_->download(host, data_, static_cast<size_t>(count) * sizeof(T));
+  }
+
+ private:
+  void swap(DeviceBuffer& other) noexcept {
+    std::swap(ops_, other.ops_);
+    std::swap(data_, other.data_);
+    std::swap(count_, other.count_);
+  }
+
+  const DeviceOps* ops_ = nullptr;
+  T* data_ = nullptr;
+  int64_t count_ = 0;
+};
+
+}  // namespace trainctl

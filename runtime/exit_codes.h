@@ -1,0 +1,10 @@
+// The runtime's exit codes: the contract between trainctl-runtime and the batch script that
+// srun's it (slurm/render.cpp), documented in docs/runtime.md.
+#pragma once
+
+namespace trainctl::exit_code {
+constexpr int kDone = 0;         // training reached train.steps
+constexpr int kFailed = 1;       // a runtime failure (I/O, MPI, a NaN loss, ...)
+constexpr int kBadConfig = 2;    // the config or a checkpoint does not fit this run
+constexpr int kSavedRequeue = 75;  // EX_TEMPFAIL: saved after a signal; requeue me to continue
+}  // namespace trainctl::exit_code

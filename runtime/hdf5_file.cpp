@@ -1,0 +1,181 @@
+// HDF5 helpers: see hdf5_file.h.
+#include "hdf5_file.h"
+
+
+namespace trainctl {
+
+std::string hdf5_error_detail() {
+  std::string detail = "HDF5 call failed";
+  auto take_innermost = [](unsigned depth, const H5E_error2_t* error, void* out) -> herr_t {
+    if (depth == 0 && error->desc != nullptr) *static_cast<std::string*>(out) = error->desc;
+    return 0;
+  };
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, take_innermost, &detail);
+  return detail;
+}
+
+H5Handle& H5Handle::operator=(H5Handle&& other) noexcept {
+  if (this != &other) {
+    reset();
+    id_ = other.id_;
+    closer_ = other.closer_;
+    other.id_ = H5I_INVALID_HID;
+  }
+  return *this;
+}
+
+void H5Handle::reset() {
+  if (id_ >= 0 && closer_ != nullptr) closer_(id_);
+  id_ = H5I_INVALID_HID;
+}
+
+namespace {
+
+void silence_automatic_error_printing() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+H5Handle simple_space(const std::vector<int64_t>& shape) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  return {H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)), H5Sclose};
+}
+
+void write_dataset(hid_t parent, const std::string& name, const std::vector<int64_t>& shape, hid_t file_type,
+                   hid_t memory_type, const void* data) {
+  H5Handle space = simple_space(shape);
+  H5Handle dataset(H5_CHECK(H5Dcreate2(parent, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                                       H5P_DEFAULT)),
+                   H5Dclose);
+  H5_CHECK(H5Dwrite(dataset.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+}
+
+template <typename T>
+std::vector<T> read_dataset(hid_t parent, const std::string& name, hid_t memory_type) {
+  H5Handle dataset(H5_CHECK(H5Dopen2(parent, name.c_str(), H5P_DEFAULT)), H5Dclose);
+  H5Handle space(H5_CHECK(H5Dget_space(dataset.get())), H5Sclose);
+  std::vector<T> values(static_cast<size_t>(H5_CHECK(H5Sget_simple_extent_npoints(space.get()))));
+  H5_CHECK(H5Dread(dataset.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()));
+  return values;
+}
+
+void write_scalar_attribute(hid_t object, const std::string& name, hid_t type, const void* value) {
+  H5Handle space(H5_CHECK(H5Screate(H5S_SCALAR)), H5Sclose);
+  H5Handle attribute(H5_CHECK(H5Acreate2(object, name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT)),
+                     H5Aclose);
+  H5_CHECK(H5Awrite(attribute.get(), type, value));
+}
+
+template <typename T>
+T read_scalar_attribute(hid_t object, const std::string& name, hid_t type) {
+  H5Handle attribute(H5_CHECK(H5Aopen(object, name.c_str(), H5P_DEFAULT)), H5Aclose);
+  T value{};
+  H5_CHECK(H5Aread(attribute.get(), type, &value));
+  return value;
+}
+
+H5Handle utf8_string_type() {
+  H5Handle type(H5_CHECK(H5Tcopy(H5T_C_S1)), H5Tclose);
+  H5_CHECK(H5Tset_size(type.get(), H5T_VARIABLE));
+  H5_CHECK(H5Tset_cset(type.get(), H5T_CSET_UTF8));
+  return type;
+}
+
+}  // namespace
+
+H5Handle create_file(const std::string& path) {
+  silence_automatic_error_printing();
+  return {H5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)), H5Fclose};
+}
+
+H5Handle open_file(const std::string& path) {
+  silence_automatic_error_printing();
+  return {H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)), H5Fclose};
+}
+
+H5Handle create_group(hid_t parent, const std::string& name) {
+  // Tracking creation order lets readers list tensors in the order PyTorch's state_dict has them.
+  H5Handle properties(H5_CHECK(H5Pcreate(H5P_GROUP_CREATE)), H5Pclose);
+  H5_CHECK(H5Pset_link_creation_order(properties.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED));
+  return {H5_CHECK(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, properties.get(), H5P_DEFAULT)), H5Gclose};
+}
+
+H5Handle open_group(hid_t parent, const std::string& name) {
+  return {H5_CHECK(H5Gopen2(parent, name.c_str(), H5P_DEFAULT)), H5Gclose};
+}
+
+bool has_link(hid_t parent, const std::string& name) { return H5_CHECK(H5Lexists(parent, name.c_str(), H5P_DEFAULT)) > 0; }
+
+std::vector<std::string> child_names(hid_t group) {
+  H5Handle properties(H5_CHECK(H5Gget_create_plist(group)), H5Pclose);
+  unsigned order_flags = 0;
+  H5_CHECK(H5Pget_link_creation_order(properties.get(), &order_flags));
+  const H5_index_t index = (order_flags & H5P_CRT_ORDER_INDEXED) ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME;
+  std::vector<std::string> names;
+  auto collect = [](hid_t, const char* name, const H5L_info_t*, void* out) -> herr_t {
+    static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+    return 0;
+  };
+  H5_CHECK(H5Literate(group, index, H5_ITER_INC, nullptr, collect, &names));
+  return names;
+}
+
+void write_floats(hid_t parent, const std::string& name, const std::vector<int64_t>& shape, const float* data) {
+  write_dataset(parent, name, shape, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, data);
+}
+
+void write_ints(hid_t parent, const std::string& name, const std::vector<int64_t>& shape, const int32_t* data) {
+  write_dataset(parent, name, shape, H5T_STD_I32LE, H5T_NATIVE_INT32, data);
+}
+
+std::vector<int64_t> dataset_shape(hid_t parent, const std::string& name) {
+  H5Handle dataset(H5_CHECK(H5Dopen2(parent, name.c_str(), H5P_DEFAULT)), H5Dclose);
+  H5Handle space(H5_CHECK(H5Dget_space(dataset.get())), H5Sclose);
+  std::vector<hsize_t> dims(static_cast<size_t>(H5_CHECK(H5Sget_simple_extent_ndims(space.get()))));
+  H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr));
+  return {dims.begin(), dims.end()};
+}
+
+std::vector<float> read_floats(hid_t parent, const std::string& name) {
+  return read_dataset<float>(parent, name, H5T_NATIVE_FLOAT);
+}
+
+std::vector<int32_t> read_ints(hid_t parent, const std::string& name) {
+  return read_dataset<int32_t>(parent, name, H5T_NATIVE_INT32);
+}
+
+void write_attribute(hid_t object, const std::string& name, int64_t value) {
+  write_scalar_attribute(object, name, H5T_NATIVE_INT64, &value);
+}
+
+void write_attribute(hid_t object, const std::string& name, uint64_t value) {
+  write_scalar_attribute(object, name, H5T_NATIVE_UINT64, &value);
+}
+
+void write_attribute(hid_t object, const std::string& name, double value) {
+  write_scalar_attribute(object, name, H5T_NATIVE_DOUBLE, &value);
+}
+
+void write_attribute(hid_t object, const std::string& name, const std::string& value) {
+  const char* text = value.c_str();
+  write_scalar_attribute(object, name, utf8_string_type().get(), &text);
+}
+
+int64_t read_int_attribute(hid_t object, const std::string& name) {
+  return read_scalar_attribute<int64_t>(object, name, H5T_NATIVE_INT64);
+}
+
+uint64_t read_uint_attribute(hid_t object, const std::string& name) {
+  return read_scalar_attribute<uint64_t>(object, name, H5T_NATIVE_UINT64);
+}
+
+double read_double_attribute(hid_t object, const std::string& name) {
+  return read_scalar_attribute<double>(object, name, H5T_NATIVE_DOUBLE);
+}
+
+std::string read_string_attribute(hid_t object, const std::string& name) {
+  H5Handle type = utf8_string_type();
+  char* text = read_scalar_attribute<char*>(object, name, type.get());
+  std::string value = text != nullptr ? text : "";
+  H5free_memory(text);
+  return value;
+}
+
+}  // namespace trainctl

@@ -1,0 +1,73 @@
+// Thin RAII and typed helpers over the HDF5 C API, shared by the checkpoint and the dataset
+// files: handles that close themselves, float32 datasets, scalar and string attributes.
+// Every call goes through H5_CHECK, whose report carries HDF5's own innermost error message.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "check.h"
+
+namespace trainctl {
+
+// The innermost message on HDF5's error stack ("truncated file: eof = ..."), for reports.
+std::string hdf5_error_detail();
+
+}  // namespace trainctl
+
+#define H5_CHECK(statement)                                                                          \
+  ([&]() {                                                                                           \
+    auto h5_check_result_ = (statement);                                                             \
+    if (h5_check_result_ < 0)                                                                        \
+      ::trainctl::report_check_failure(#statement, __FILE__, __LINE__, ::trainctl::hdf5_error_detail()); \
+    return h5_check_result_;                                                                         \
+  }())
+
+namespace trainctl {
+
+class H5Handle {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  H5Handle() = default;
+  H5Handle(hid_t id, Closer closer) : id_(id), closer_(closer) {}
+  H5Handle(const H5Handle&) = delete;
+  H5Handle& operator=(const H5Handle&) = delete;
+  H5Handle(H5Handle&& other) noexcept : id_(other.id_), closer_(other.closer_) { other.id_ = H5I_INVALID_HID; }
+  H5Handle& operator=(H5Handle&& other) noexcept;
+  ~H5Handle() { reset(); }
+  hid_t get() const { return id_; }
+  void reset();
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+  Closer closer_ = nullptr;
+};
+
+// Files: create truncates; open is read-only. Both silence HDF5's automatic stack printing,
+// because failures are reported once, through H5_CHECK.
+H5Handle create_file(const std::string& path);
+H5Handle open_file(const std::string& path);
+H5Handle create_group(hid_t parent, const std::string& name);
+H5Handle open_group(hid_t parent, const std::string& name);
+bool has_link(hid_t parent, const std::string& name);
+std::vector<std::string> child_names(hid_t group);  // in creation order where tracked, else by name
+
+void write_floats(hid_t parent, const std::string& name, const std::vector<int64_t>& shape, const float* data);
+void write_ints(hid_t parent, const std::string& name, const std::vector<int64_t>& shape, const int32_t* data);
+std::vector<int64_t> dataset_shape(hid_t parent, const std::string& name);
+std::vector<float> read_floats(hid_t parent, const std::string& name);
+std::vector<int32_t> read_ints(hid_t parent, const std::string& name);
+
+void write_attribute(hid_t object, const std::string& name, int64_t value);
+void write_attribute(hid_t object, const std::string& name, uint64_t value);
+void write_attribute(hid_t object, const std::string& name, double value);
+void write_attribute(hid_t object, const std::string& name, const std::string& value);
+int64_t read_int_attribute(hid_t object, const std::string& name);
+uint64_t read_uint_attribute(hid_t object, const std::string& name);
+double read_double_attribute(hid_t object, const std::string& name);
+std::string read_string_attribute(hid_t object, const std::string& name);
+
+}  // namespace trainctl

@@ -1,0 +1,65 @@
+// trainctl-runtime: the per-rank training program that `srun --mpi=pmix` (or `trainctl run`)
+// starts. It reads <run-dir>/config.toml, trains, checkpoints into the run directory, and
+// exits with one of the codes in exit_codes.h, which the batch script turns into done,
+// requeue or failure.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "check.h"
+#include "comm.h"
+#include "config_reader.h"
+#include "exit_codes.h"
+#include "signals.h"
+#include "trainer.h"
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace trainctl;
+  // Before anything slow: a signal that arrives during start-up must still stop the run cleanly.
+  install_stop_signal_handlers();
+  Comm comm(&argc, &argv);
+
+  CLI::App app{"trainctl-runtime: one rank of a trainctl training run"};
+  RunPaths paths;
+  app.add_option("--run-dir", paths.run_dir, "run directory holding config.toml")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    if (comm.rank() == 0) app.exit(error);
+    return error.get_exit_code() == 0 ? exit_code::kDone : exit_code::kBadConfig;
+  }
+
+  auto report = [&](const char* kind, const std::string& message) {
+    fmt::print(stderr, "trainctl-runtime: {} (rank {} on {}): {}\n", kind, comm.rank(), this_host_name(), message);
+  };
+  try {
+    const std::string config_path = paths.run_dir + "/config.toml";
+    const std::string config_text = read_text(config_path);
+    const RunSpec spec = parse_run_spec(parse_config_text(config_text, config_path), config_path);
+    return train(spec, config_text, paths, comm);
+  } catch (const ConfigError& error) {
+    // Every rank reads the same file, so every rank exits here; rank 0 alone says why.
+    if (comm.rank() == 0) report("bad config", error.what());
+    return exit_code::kBadConfig;
+  } catch (const BadRunInput& error) {
+    report("bad input", error.what());
+    comm.abort(exit_code::kBadConfig);
+  } catch (const std::exception& error) {
+    report("error", error.what());
+    comm.abort(exit_code::kFailed);
+  }
+}

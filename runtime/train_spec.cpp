@@ -1,0 +1,116 @@
+// The train-spec schema: see train_spec.h.
+#include "train_spec.h"
+
+#include <filesystem>
+
+#include "config_reader.h"
+
+namespace trainctl {
+
+namespace {
+
+ModelSpec parse_model(TableReader reader) {
+  if (!reader.present()) reader.fail("kind", "required table [model] is missing");
+  ModelSpec model;
+  reader.choice("kind", {"mlp"}, "mlp");
+  model.inputs = reader.integer("inputs", std::nullopt, 1, 1 << 20);
+  model.hidden = reader.integer_list("hidden", std::vector<int64_t>{}, 1);
+  model.classes = reader.integer("classes", std::nullopt, 2, 1 << 20);
+  std::string activation = reader.choice("activation", {"relu", "gelu"}, "relu");
+  model.activation = activation == "relu" ? Activation::kRelu : Activation::kGelu;
+  reader.reject_unknown();
+  return model;
+}
+
+DataSpec parse_data(TableReader reader) {
+  if (!reader.present()) reader.fail("train", "required table [data] is missing");
+  DataSpec data;
+  data.train = reader.string("train");
+  if (data.train.empty()) reader.fail("train", "must not be empty");
+  data.val = reader.optional_string("val");
+  data.shuffle = reader.boolean("shuffle", true);
+  reader.reject_unknown();
+  return data;
+}
+
+TrainSpec parse_train(TableReader reader) {
+  if (!reader.present()) reader.fail("steps", "required table [train] is missing");
+  TrainSpec train;
+  train.steps = reader.integer("steps", std::nullopt, 1);
+  train.micro_batch = reader.integer("micro_batch", std::nullopt, 1, 1 << 24);
+  train.grad_accum = reader.integer("grad_accum", 1, 1, 1 << 16);
+  std::string optimizer = reader.choice("optimizer", {"sgd", "adamw"}, "adamw");
+  train.optimizer = optimizer == "sgd" ? OptimizerKind::kSgd : OptimizerKind::kAdamW;
+  train.lr = reader.number("lr", train.lr);
+  if (!(train.lr > 0.0)) reader.fail("lr", "must be greater than 0");
+  train.weight_decay = reader.number("weight_decay", 0.0);
+  if (train.weight_decay < 0.0) reader.fail("weight_decay", "must not be negative");
+  train.momentum = reader.number("momentum", train.momentum);
+  if (train.momentum < 0.0 || train.momentum >= 1.0) reader.fail("momentum", "must be in [0, 1)");
+  std::vector<double> betas = reader.number_list("betas", std::vector<double>{0.9, 0.999});
+  if (betas.size() != 2) reader.fail("betas", "must have exactly two elements [beta1, beta2]");
+  for (double beta : betas)
+    if (beta < 0.0 || beta >= 1.0) reader.fail("betas", "each beta must be in [0, 1)");
+  train.beta1 = betas[0];
+  train.beta2 = betas[1];
+  train.eps = reader.number("eps", train.eps);
+  if (!(train.eps > 0.0)) reader.fail("eps", "must be greater than 0");
+  train.warmup_steps = reader.integer("warmup_steps", 0, 0);
+  if (train.warmup_steps > train.steps) reader.fail("warmup_steps", "must not exceed train.steps");
+  std::string schedule = reader.choice("schedule", {"constant", "linear", "cosine"}, "constant");
+  train.schedule = schedule == "constant" ? Schedule::kConstant
+                   : schedule == "linear" ? Schedule::kLinear
+                                          : Schedule::kCosine;
+  train.grad_clip = reader.number("grad_clip", 0.0);
+  if (train.grad_clip < 0.0) reader.fail("grad_clip", "must not be negative (0 disables clipping)");
+  train.seed = static_cast<uint64_t>(reader.integer("seed", 0, 0));
+  train.eval_every = reader.integer("eval_every", 0, 0);
+  train.log_every = reader.integer("log_every", 10, 1);
+  train.device = reader.choice("device", {"cpu", "cuda"}, "cpu");
+  if (train.device == "cuda") reader.fail("device", "\"cuda\" is not supported by this build; use \"cpu\"");
+  reader.reject_unknown();
+  return train;
+}
+
+CheckpointSpec parse_checkpoint(TableReader reader) {
+  CheckpointSpec checkpoint;
+  checkpoint.every_steps = reader.integer("every_steps", 0, 0);
+  checkpoint.every_minutes = reader.number("every_minutes", 0.0);
+  if (checkpoint.every_minutes < 0.0) reader.fail("every_minutes", "must not be negative (0 disables)");
+  checkpoint.keep_last = reader.integer("keep_last", 3, 1);
+  reader.reject_unknown();
+  return checkpoint;
+}
+
+}  // namespace
+
+RunSpec parse_run_spec(const toml::table& root, const std::string& file) {
+  RunSpec spec;
+  spec.model = parse_model(TableReader::child(root, "model", file));
+  spec.data = parse_data(TableReader::child(root, "data", file));
+  spec.train = parse_train(TableReader::child(root, "train", file));
+  spec.checkpoint = parse_checkpoint(TableReader::child(root, "checkpoint", file));
+  return spec;
+}
+
+void resolve_data_paths(toml::table& root, const std::string& base_dir) {
+  toml::table* data = root["data"].as_table();
+  if (data == nullptr) return;
+  for (const char* key : {"train", "val"}) {
+    toml::value<std::string>* path = (*data)[key].as_string();
+    if (path == nullptr || path->get().empty()) continue;
+    std::filesystem::path resolved = std::filesystem::path(base_dir) / path->get();
+    if (std::filesystem::path(path->get()).is_absolute()) resolved = path->get();
+    *path = std::filesystem::absolute(resolved).lexically_normal().string();
+  }
+}
+
+const char* activation_name(Activation activation) {
+  switch (activation) {
+    case Activation::kRelu: return "relu";
+    case Activation::kGelu: return "gelu";
+    default: return "none";
+  }
+}
+
+}  // namespace trainctl

@@ -1,0 +1,75 @@
+// The train-spec schema: [model], [data], [train] and [checkpoint] of a config, with defaults
+// and checks. The CLI validates with it and the runtime trains from it, so both read a config
+// the same way. ([job] belongs to slurm/job_spec.h.)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "device.h"
+
+namespace trainctl {
+
+enum class OptimizerKind { kSgd, kAdamW };
+enum class Schedule { kConstant, kLinear, kCosine };
+
+struct ModelSpec {
+  int64_t inputs = 0;
+  std::vector<int64_t> hidden;
+  int64_t classes = 0;
+  Activation activation = Activation::kRelu;
+};
+
+struct DataSpec {
+  std::string train;               // HDF5 file with x float32 [N, inputs] and y int [N]
+  std::optional<std::string> val;  // same layout
+  bool shuffle = true;
+};
+
+struct TrainSpec {
+  int64_t steps = 0;
+  int64_t micro_batch = 0;  // per rank
+  int64_t grad_accum = 1;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  double lr = 1e-3;
+  double weight_decay = 0.0;
+  double momentum = 0.9;           // sgd
+  double beta1 = 0.9, beta2 = 0.999;  // adamw
+  double eps = 1e-8;               // adamw
+  int64_t warmup_steps = 0;
+  Schedule schedule = Schedule::kConstant;
+  double grad_clip = 0.0;  // max global L2 norm; 0 disables
+  uint64_t seed = 0;
+  int64_t eval_every = 0;  // 0 disables validation
+  int64_t log_every = 10;
+  std::string device = "cpu";
+};
+
+struct CheckpointSpec {
+  int64_t every_steps = 0;    // 0: only on signal and at the end
+  double every_minutes = 0.0;  // 0: off
+  int64_t keep_last = 3;
+};
+
+struct RunSpec {
+  ModelSpec model;
+  DataSpec data;
+  TrainSpec train;
+  CheckpointSpec checkpoint;
+};
+
+// Reads the four tables of `root`; throws ConfigError. Relative data paths are kept as written
+// (resolve_data_paths makes them absolute for a run directory).
+RunSpec parse_run_spec(const toml::table& root, const std::string& file);
+
+// Rewrites data.train / data.val in `root` relative to `base_dir`, so a resolved config can be
+// used from any working directory.
+void resolve_data_paths(toml::table& root, const std::string& base_dir);
+
+const char* activation_name(Activation activation);
+
+}  // namespace trainctl

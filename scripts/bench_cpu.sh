@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# CPU benchmarks of issue 2, reported in docs/benchmarks.md:
+#  1. training throughput (samples/s) of the demo MLP (configs/mlp_demo.toml's model and
+#     batch) at 1 and 2 ranks, side by side with PyTorch (Debian's python3-torch) training the
+#     same MLP with the same per-process batch and thread count;
+#  2. checkpoint write MB/s of a ~50 MB checkpoint against `dd ... conv=fsync` of the same size
+#     on the same disk, in the same run.
+# Usage: scripts/bench_cpu.sh [workdir]    (builds first; needs scripts/install-deps.sh --bench)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh --bench
+scripts/build.sh >/dev/null
+trainctl=$PWD/build/cli/trainctl
+work=${1:-$(mktemp -d /tmp/trainctl-bench.XXXXXX)}
+mkdir -p "$work"
+cd "$work"
+steps=600
+"$trainctl" data synth -o train.h5 --samples 16384 --features 32 --classes 4 --seed 0 >/dev/null
+
+# config NAME HIDDEN MICRO_BATCH EVERY_STEPS: the demo model without validation, logging every 100 steps.
+config() {
+  cat >"$1.toml" <<TOML
+[job]
+name = "$1"
+[model]
+inputs = 32
+hidden = $2
+classes = 4
+activation = "gelu"
+[data]
+train = "train.h5"
+[train]
+steps = $steps
+micro_batch = $3
+optimizer = "adamw"
+lr = 1e-3
+weight_decay = 0.01
+log_every = 100
+[checkpoint]
+every_steps = $4
+keep_last = 2
+TOML
+}
+
+# Mean samples/s over the logged windows after the first (which includes start-up).
+throughput() { grep '"samples_per_s"' "runs/$1/metrics.jsonl" | tail -n +2 |
+  sed -E 's/.*"samples_per_s":([0-9.e+]+).*/\1/' | awk '{ s += $1; n++ } END { printf "%.0f", s / n }'; }
+
+echo "== training throughput: MLP 32-128-128-4 (gelu), AdamW, global batch 128, $steps steps"
+config one_rank '[128, 128]' 128 $steps
+config two_ranks '[128, 128]' 64 $steps
+OPENBLAS_NUM_THREADS=1 "$trainctl" run one_rank.toml >/dev/null
+OPENBLAS_NUM_THREADS=1 "$trainctl" run two_ranks.toml --ranks 2 >/dev/null
+one=$(throughput one_rank)
+two=$(throughput two_ranks)
+torch=$(/usr/bin/python3 "$OLDPWD/scripts/bench_torch_mlp.py" --data train.h5 --hidden 128 128 --classes 4 \
+  --batch 128 --steps $steps --threads 1)
+torch_rate=$(sed -E 's/.*"samples_per_s": ([0-9.]+).*/\1/' <<<"$torch")
+printf "trainctl 1 rank  (1 thread):  %8.0f samples/s\n" "$one"
+printf "trainctl 2 ranks (1 thread each): %8.0f samples/s (%.2fx of 1 rank)\n" "$two" "$(bc -l <<<"$two / $one")"
+printf "PyTorch 1 process (1 thread): %8.0f samples/s   %s\n" "$torch_rate" "$torch"
+printf "ratio trainctl/PyTorch at 1 rank, 1 thread: %.2f\n" "$(bc -l <<<"$one / $torch_rate")"
+
+echo "== checkpoint write: MLP 32-2048-2048-4 with AdamW state"
+steps=3
+config big '[2048, 2048]' 8 1
+OPENBLAS_NUM_THREADS=1 "$trainctl" run big.toml >/dev/null
+grep '"event":"checkpoint"' runs/big/metrics.jsonl | sed -E 's/.*"detail":"[^(]*\((.*)\)".*/trainctl save: \1/'
+bytes=$(stat -c %s runs/big/checkpoints/step-00000003.h5)
+dd_line=$(dd if=/dev/zero of=dd.out bs=1M count=$((bytes / 1048576)) conv=fsync 2>&1 | tail -n 1)
+echo "dd conv=fsync, same size and disk: $dd_line"
+rm -f dd.out
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; disk: $(df -h . | tail -n 1 | awk '{print $1}')"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages trainctl builds, tests and runs with.
+# Idempotent: packages already present are skipped, so a second call costs one dpkg query.
+# Usage: scripts/install-deps.sh [--bench]   (--bench adds the PyTorch/h5py peers for benchmarks)
+set -euo pipefail
+
+packages=(
+  meson ninja-build pkg-config g++
+  openmpi-bin libopenmpi-dev
+  libhdf5-dev hdf5-tools
+  libcli11-dev libtomlplusplus-dev libfmt-dev doctest-dev
+  libopenblas-dev
+  slurm-wlm munge
+  python3 jq
+)
+[[ "${1:-}" == "--bench" ]] && packages+=(python3-torch python3-h5py python3-numpy bc)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+sudo_cmd=()
+[[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

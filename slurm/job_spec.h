@@ -1,0 +1,40 @@
+// The job-spec schema: the [job] table of a config, i.e. what SLURM is asked for, checked so
+// that every value that reaches an #SBATCH line is safe there (see render.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <toml++/toml.h>
+
+namespace trainctl {
+
+struct JobSpec {
+  std::string name;                     // [A-Za-z0-9._-]+, also names the default run dir
+  std::optional<std::string> partition;
+  std::optional<std::string> account;
+  std::optional<std::string> qos;
+  int64_t nodes = 1;
+  int64_t ranks_per_node = 1;
+  int64_t cpus_per_rank = 1;
+  int64_t gpus_per_node = 0;
+  std::optional<std::string> mem;       // per node, SLURM syntax: 4000, 4000M, 16G
+  std::optional<std::string> time;      // SLURM syntax: "30", "1:00:00", "2-00:00:00"
+  std::string signal = "TERM";          // TERM, USR1 or USR2
+  int64_t signal_grace = 120;           // seconds before the end that the signal arrives
+  int64_t max_requeues = 10;
+  std::optional<std::string> constraint;
+  std::optional<std::string> exclude;
+  std::map<std::string, std::string> env;  // exported into the batch script, values quoted
+  std::vector<std::string> setup;          // shell lines the user wrote, run verbatim
+
+  int64_t world_size() const { return nodes * ranks_per_node; }
+};
+
+// Reads [job] of `root`; throws ConfigError (file:line:col, key, message).
+JobSpec parse_job_spec(const toml::table& root, const std::string& file);
+
+}  // namespace trainctl

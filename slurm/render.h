@@ -1,0 +1,29 @@
+// Batch-script rendering: turns a JobSpec and a run directory into the bash script that sbatch
+// runs. The script asks SLURM for the resources, exports the job's environment, runs the user's
+// setup lines, srun's one runtime rank per slot, and requeues its own job when the runtime
+// saved after a signal (exit_code::kSavedRequeue), guarded against endless requeue loops.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "job_spec.h"
+
+namespace trainctl {
+
+struct RenderInputs {
+  std::string run_dir;       // absolute path of the run directory
+  std::string runtime_path;  // absolute path of the trainctl-runtime executable
+};
+
+// POSIX single-quoting: the result is one shell word whose value is exactly `value`
+// (it's -> 'it'\''s').
+std::string shell_quote(std::string_view value);
+
+// `job` must come from parse_job_spec, which limits what can reach an #SBATCH line.
+// Throws std::invalid_argument when a path in `inputs` is not absolute or holds characters that
+// cannot appear in an #SBATCH line (those lines are read by sbatch, not by a shell, so they
+// cannot be quoted).
+std::string render_batch_script(const JobSpec& job, const RenderInputs& inputs);
+
+}  // namespace trainctl

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# On the real one-node cluster: trainctl submit runs a 2-rank job to completion through
+# sbatch and srun --mpi=pmix; status (table and --json) and logs report it; a second submit
+# to the same run directory is refused.
+source "$(dirname "$0")/lib.sh"
+require_cluster 1
+make_data
+write_config job.toml submit-test data.val='"data/val.h5"' train.eval_every=20
+job=$(submit job.toml)
+wait_for_job "$job" 120 COMPLETED FAILED CANCELLED
+[ "$(job_field "$job" JobState)" = COMPLETED ] || { cat runs/submit-test/logs/*; fail "job $job did not complete"; }
+
+"$TRAINCTL" status runs/submit-test | tee status.txt
+grep -qE "submit-test +$job +COMPLETED +0 +40 " status.txt || fail "status does not show the completed job at step 40"
+"$TRAINCTL" status runs/submit-test --json >status.json
+grep -q "\"job_id\":\"$job\",\"state\":\"COMPLETED\"" status.json || fail "status --json: $(cat status.json)"
+grep -q '"step":40,"loss":' status.json || fail "status --json lacks step and loss"
+grep -q '"val_loss":' status.json || fail "status --json lacks val_loss"
+
+"$TRAINCTL" logs runs/submit-test >log.txt
+grep -q "trainctl: training complete" log.txt || fail "the log lacks the completion line"
+grep -q "step 40/40 | loss" log.txt || fail "the log lacks the progress lines"
+[ "$(cat runs/submit-test/job.outcome)" = completed ] || fail "job.outcome is not 'completed'"
+"$TRAINCTL" ckpt inspect runs/submit-test | grep -q "world_size 2, global_batch 64" || fail "checkpoint meta"
+
+if "$TRAINCTL" submit job.toml 2>refused.txt; then fail "a second submit reused the run directory"; fi
+grep -q "already holds a run; pass --resume" refused.txt || fail "unclear refusal: $(cat refused.txt)"
+echo "PASS"

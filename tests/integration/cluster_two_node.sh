@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The two-node cluster: a 2-node x 2-rank job trains and checkpoints over srun --mpi=pmix,
+# with its ranks placed on both nodes.
+source "$(dirname "$0")/lib.sh"
+require_cluster 2
+make_data
+# Both "nodes" share this machine's host name, which makes Open MPI's shared-memory transport
+# crash across them (see scripts/cluster.sh); a real cluster would not set this.
+write_config two_nodes.toml two-nodes job.nodes=2 job.ranks_per_node=2 \
+  job.env='{ OMPI_MCA_btl = "self,tcp" }' train.micro_batch=16
+job=$(submit two_nodes.toml)
+wait_for_job "$job" 120 COMPLETED FAILED CANCELLED
+[ "$(job_field "$job" JobState)" = COMPLETED ] || { cat runs/two-nodes/logs/*; fail "job $job did not complete"; }
+[ "$(job_field "$job" NodeList)" = "n[1-2]" ] || fail "the job ran on $(job_field "$job" NodeList), not n[1-2]"
+"$TRAINCTL" ckpt verify runs/two-nodes
+"$TRAINCTL" ckpt inspect runs/two-nodes | tee inspect.txt
+grep -q "world_size 4, global_batch 64" inspect.txt || fail "not a 4-rank checkpoint"
+"$TRAINCTL" ckpt ls runs/two-nodes | grep -c 'step-' | grep -qx 3 || fail "keep_last = 3 not honoured"
+echo "PASS"

@@ -1,0 +1,107 @@
+# Shared helpers of the integration tests (sourced, not run). Meson passes TRAINCTL (the CLI)
+# and TRAINCTL_SOURCE_DIR; each test works in its own directory under /tmp, visible to the
+# local cluster's jobs, which run on this machine.
+set -euo pipefail
+
+: "${TRAINCTL:?meson passes the trainctl executable}"
+: "${TRAINCTL_SOURCE_DIR:?meson passes the source directory}"
+work=$(mktemp -d /tmp/trainctl-test.XXXXXX)
+cd "$work"
+cleanup() {
+  local rc=$?
+  if [ "$rc" -eq 0 ]; then rm -rf "$work"; else echo "test files kept in $work" >&2; fi
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# The demo-sized synthetic dataset, shared by the configs below: data/train.h5, data/val.h5.
+make_data() {
+  mkdir -p data
+  "$TRAINCTL" data synth -o data/train.h5 --val-out data/val.h5 --samples 8192 --features 32 --classes 4 \
+    --seed 11 >/dev/null
+}
+
+# write_config FILE NAME KEY=VALUE...: a config with [job] name NAME; each KEY=VALUE (TOML
+# syntax, KEY as table.key) overrides the defaults below.
+write_config() {
+  local file=$1 name=$2
+  shift 2
+  declare -A values=(
+    [job.nodes]=1 [job.ranks_per_node]=2 [job.cpus_per_rank]=1 [job.signal]='"TERM"' [job.signal_grace]=60
+    [job.max_requeues]=5
+    [model.inputs]=32 [model.hidden]='[64]' [model.classes]=4 [model.activation]='"relu"'
+    [data.train]='"data/train.h5"' [data.shuffle]=true
+    [train.steps]=40 [train.micro_batch]=32 [train.grad_accum]=1 [train.optimizer]='"adamw"' [train.lr]=1e-2
+    [train.seed]=7 [train.log_every]=10
+    [checkpoint.every_steps]=10 [checkpoint.keep_last]=3
+  )
+  local pair
+  for pair in "$@"; do values[${pair%%=*}]=${pair#*=}; done
+  {
+    local table key
+    for table in job model data train checkpoint; do
+      echo "[$table]"
+      [ "$table" = job ] && echo "name = \"$name\""
+      for key in "${!values[@]}"; do
+        [ "${key%%.*}" = "$table" ] && echo "${key#*.} = ${values[$key]}"
+      done
+      echo
+    done
+  } >"$file"
+}
+
+checkpoint_of() { echo "$1/checkpoints/$(printf 'step-%08d.h5' "$2")"; }
+
+# The numeric value of a top-level field in the last metrics line that has it.
+last_metric() { grep "\"$2\":" "$1/metrics.jsonl" | tail -n 1 | sed -E "s/.*\"$2\":([-0-9.e+]+).*/\1/"; }
+
+# --- the local SLURM cluster -------------------------------------------------------------------
+
+require_cluster() {
+  [ "$(id -u)" -eq 0 ] || { echo "SKIP: the local SLURM cluster needs root"; exit 77; }
+  "$TRAINCTL_SOURCE_DIR/scripts/cluster.sh" up --nodes "$1" >/dev/null
+}
+
+job_field() { scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1; }
+
+# wait_for_job JOB TIMEOUT STATE...: waits until the job is in one of STATE. A requeued job's
+# BeginTime hold (~2 minutes) is released as soon as its previous run's step daemons are gone
+# (SLURM holds it for them; a new step launched beside the old one's teardown fails).
+wait_for_job() {
+  local job=$1 timeout=$2
+  shift 2
+  local deadline=$((SECONDS + timeout)) state
+  while [ $SECONDS -lt $deadline ]; do
+    state=$(job_field "$job" JobState)
+    for wanted in "$@"; do [ "$state" = "$wanted" ] && return 0; done
+    if [ "$state" = PENDING ] && [ "$(job_field "$job" Reason)" = BeginTime ] &&
+      ! pgrep -f "^slurmstepd: \[$job\." >/dev/null; then
+      scontrol update JobId="$job" StartTime=now
+    fi
+    sleep 0.5
+  done
+  scontrol show job "$job" >&2 || true
+  fail "job $job not in state $* after ${timeout}s (last: $state)"
+}
+
+# Waits until the run has logged at least STEP.
+wait_for_step() {
+  local run=$1 step=$2 timeout=$3 last
+  local deadline=$((SECONDS + timeout))
+  while [ $SECONDS -lt $deadline ]; do
+    last=$(last_metric "$run" step 2>/dev/null || true)
+    [ -n "$last" ] && [ "${last%.*}" -ge "$step" ] && return 0
+    sleep 0.2
+  done
+  fail "$run did not reach step $step in ${timeout}s"
+}
+
+submit() {
+  local output
+  output=$("$TRAINCTL" submit "$@") || fail "submit $*: $output"
+  echo "$output" | sed -n 's/^submitted job //p'
+}

@@ -1,0 +1,367 @@
+// Tests for config validation as `trainctl validate` sees it: load_config (cli/config_file.cpp)
+// over the training tables of runtime/train_spec.cpp and the reader of runtime/config_reader.cpp.
+// Checks that the demo config validates, the defaults of a minimal config, the exact
+// "FILE:LINE:COL: key: message" text of every kind of bad input in [model], [data], [train],
+// [checkpoint] and at the top level, nearest_key's typo suggestions, and resolve_data_paths.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config_file.h"
+#include "config_reader.h"
+#include "errors.h"
+#include "train_spec.h"
+
+using trainctl::ConfigError;
+using trainctl::nearest_key;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A directory under the system temp dir, unique to this process, removed at exit.
+class TempDir {
+ public:
+  TempDir() : path_(fs::temp_directory_path() / ("trainctl-test-config-" + std::to_string(getpid()))) {
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Writes `text` to a new file with a unique name in the temp dir and returns its path.
+std::string write_temp_config(std::string_view text) {
+  static TempDir dir;
+  static int counter = 0;
+  const fs::path path = dir.path() / ("config-" + std::to_string(++counter) + ".toml");
+  std::ofstream(path, std::ios::binary) << text;
+  return path.string();
+}
+
+// The smallest config that validates. Line numbers matter: the expected error positions below
+// are derived from this layout.
+//   1 [job]    4 [model]    8 [data]    11 [train]    12 steps    13 micro_batch
+constexpr std::string_view kMinimalConfig = R"([job]
+name = "unit-test"
+
+[model]
+inputs = 4
+classes = 3
+
+[data]
+train = "train.h5"
+
+[train]
+steps = 100
+micro_batch = 8
+)";
+
+// `text` with the line `from` (which must occur exactly once, as a whole line) replaced by `to`;
+// an empty `to` deletes the line.
+std::string replace_line(std::string_view text, std::string_view from, std::string_view to) {
+  std::string needle("\n");
+  needle.append(from).append("\n");
+  std::string lines("\n");
+  lines.append(text);
+  const size_t at = lines.find(needle);
+  REQUIRE_MESSAGE(at != std::string::npos, "line not found: " << from);
+  REQUIRE_MESSAGE(lines.find(needle, at + 1) == std::string::npos, "line occurs twice: " << from);
+  std::string replacement("\n");
+  if (!to.empty()) replacement.append(to).append("\n");
+  lines.replace(at, needle.size(), replacement);
+  return lines.substr(1);
+}
+
+// `text` with `key_line` inserted as the first line of table `header` (e.g. "[train]"), so that
+// it sits on the header's line + 1.
+std::string with_key(std::string_view text, std::string_view header, std::string_view key_line) {
+  return replace_line(text, header, std::string(header) + "\n" + std::string(key_line));
+}
+
+// kMinimalConfig with a [checkpoint] table holding `key_line`: [checkpoint] is line 15, the key 16.
+std::string with_checkpoint_key(std::string_view key_line) {
+  return std::string(kMinimalConfig) + "\n[checkpoint]\n" + std::string(key_line) + "\n";
+}
+
+// `text` without the table `header` and its lines up to the next blank line.
+std::string without_table(std::string_view text, std::string_view header) {
+  std::string result(text);
+  const size_t begin = result.find(std::string(header) + "\n");
+  REQUIRE_MESSAGE(begin != std::string::npos, "table not found: " << header);
+  const size_t blank = result.find("\n\n", begin);
+  return result.erase(begin, blank == std::string::npos ? std::string::npos : blank + 2 - begin);
+}
+
+// The ConfigError text load_config gives for `text`, with the temp file's path replaced by FILE.
+std::string load_error(std::string_view text) {
+  const std::string path = write_temp_config(text);
+  try {
+    trainctl::load_config(path);
+  } catch (const ConfigError& error) {
+    std::string what = error.what();
+    if (what.starts_with(path)) what.replace(0, path.size(), "FILE");
+    return what;
+  }
+  return "(no error)";
+}
+
+trainctl::Config load_text(std::string_view text) { return trainctl::load_config(write_temp_config(text)); }
+
+std::string demo_config_path() {
+  const char* source_dir = std::getenv("TRAINCTL_SOURCE_DIR");
+  return source_dir != nullptr ? (fs::path(source_dir) / "configs" / "mlp_demo.toml").string()
+                               : "../configs/mlp_demo.toml";
+}
+
+}  // namespace
+
+TEST_CASE("the demo config validates with the values it sets") {
+  const std::string path = demo_config_path();
+  INFO("demo config: ", path, " (set TRAINCTL_SOURCE_DIR to the source root)");
+  REQUIRE(fs::is_regular_file(path));
+  const trainctl::Config config = trainctl::load_config(path);
+  CHECK(config.job.name == "mlp-demo");
+  CHECK(config.job.world_size() == 2);
+
+  const trainctl::RunSpec& run = config.run;
+  CHECK(run.model.inputs == 32);
+  CHECK(run.model.hidden == std::vector<int64_t>{128, 128});
+  CHECK(run.model.classes == 4);
+  CHECK(run.model.activation == trainctl::Activation::kGelu);
+  CHECK(run.data.train == "../data/demo_train.h5");  // kept as written until resolve_data_paths
+  CHECK(run.data.val == std::optional<std::string>("../data/demo_val.h5"));
+  CHECK(run.data.shuffle);
+  CHECK(run.train.steps == 600);
+  CHECK(run.train.micro_batch == 64);
+  CHECK(run.train.grad_accum == 2);
+  CHECK(run.train.optimizer == trainctl::OptimizerKind::kAdamW);
+  CHECK(run.train.lr == 3e-3);
+  CHECK(run.train.weight_decay == 0.01);
+  CHECK(run.train.beta1 == 0.9);
+  CHECK(run.train.beta2 == 0.999);
+  CHECK(run.train.warmup_steps == 50);
+  CHECK(run.train.schedule == trainctl::Schedule::kCosine);
+  CHECK(run.train.grad_clip == 1.0);
+  CHECK(run.train.seed == 1234);
+  CHECK(run.train.eval_every == 100);
+  CHECK(run.train.log_every == 50);
+  CHECK(run.train.device == "cpu");
+  CHECK(run.checkpoint.every_steps == 100);
+  CHECK(run.checkpoint.every_minutes == 5.0);  // an integer is accepted as a number
+  CHECK(run.checkpoint.keep_last == 3);
+}
+
+TEST_CASE("a minimal config gets the documented defaults") {
+  const trainctl::RunSpec run = load_text(kMinimalConfig).run;
+  CHECK(run.model.hidden.empty());
+  CHECK(run.model.activation == trainctl::Activation::kRelu);
+  CHECK(run.data.train == "train.h5");
+  CHECK_FALSE(run.data.val.has_value());
+  CHECK(run.data.shuffle);
+  CHECK(run.train.grad_accum == 1);
+  CHECK(run.train.optimizer == trainctl::OptimizerKind::kAdamW);
+  CHECK(run.train.lr == 1e-3);
+  CHECK(run.train.weight_decay == 0.0);
+  CHECK(run.train.momentum == 0.9);
+  CHECK(run.train.beta1 == 0.9);
+  CHECK(run.train.beta2 == 0.999);
+  CHECK(run.train.eps == 1e-8);
+  CHECK(run.train.warmup_steps == 0);
+  CHECK(run.train.schedule == trainctl::Schedule::kConstant);
+  CHECK(run.train.grad_clip == 0.0);
+  CHECK(run.train.seed == 0);
+  CHECK(run.train.eval_every == 0);
+  CHECK(run.train.log_every == 10);
+  CHECK(run.train.device == "cpu");
+  CHECK(run.checkpoint.every_steps == 0);
+  CHECK(run.checkpoint.every_minutes == 0.0);
+  CHECK(run.checkpoint.keep_last == 3);
+}
+
+TEST_CASE("parse_run_spec reads the training tables without a [job] table") {
+  const toml::table root = trainctl::parse_config_text(without_table(kMinimalConfig, "[job]"), "run.toml");
+  const trainctl::RunSpec run = trainctl::parse_run_spec(root, "run.toml");
+  CHECK(run.model.inputs == 4);
+  CHECK(run.model.classes == 3);
+  CHECK(run.train.steps == 100);
+  CHECK(run.train.micro_batch == 8);
+}
+
+TEST_CASE("a config file that does not exist is a usage error") {
+  CHECK_THROWS_WITH_AS(trainctl::load_config("/nonexistent/trainctl.toml"),
+                       "config /nonexistent/trainctl.toml does not exist", trainctl::UsageError);
+}
+
+TEST_CASE("unknown keys and tables are reported with a suggestion") {
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "lrr = 0.1")) ==
+        R"(FILE:12:7: train.lrr: unknown key (did you mean "lr"?))");
+  CHECK(load_error(with_key(kMinimalConfig, "[data]", "shufle = false")) ==
+        R"(FILE:9:10: data.shufle: unknown key (did you mean "shuffle"?))");
+  CHECK(load_error(with_key(kMinimalConfig, "[model]", "dropout = 0.1")) == "FILE:5:11: model.dropout: unknown key");
+  CHECK(load_error(with_checkpoint_key("keep_lst = 2")) ==
+        R"(FILE:16:12: checkpoint.keep_lst: unknown key (did you mean "keep_last"?))");
+  CHECK(load_error(replace_line(kMinimalConfig, "[train]", "[trian]")) ==
+        "FILE:11:1: trian: unknown table (did you mean [train]?)");
+  CHECK(load_error(std::string(kMinimalConfig) + "\n[optimizer]\nlr = 1\n") == "FILE:15:1: optimizer: unknown table");
+}
+
+TEST_CASE("a TOML syntax error names its position") {
+  CHECK(load_error(replace_line(kMinimalConfig, "micro_batch = 8", "micro_batch = 8 8")) ==
+        "FILE:13:17: invalid TOML: Error while parsing key-value pair: expected a comment or whitespace, saw '8'");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "steps = 5")) ==
+        "FILE:13:9: invalid TOML: Error while parsing key-value pair: cannot redefine existing integer 'steps'");
+}
+
+TEST_CASE("missing required keys and tables are reported at the table header") {
+  CHECK(load_error(replace_line(kMinimalConfig, "steps = 100", "")) ==
+        "FILE:11:1: train.steps: required key is missing");
+  CHECK(load_error(replace_line(kMinimalConfig, "inputs = 4", "")) ==
+        "FILE:4:1: model.inputs: required key is missing");
+  CHECK(load_error(replace_line(kMinimalConfig, "train = \"train.h5\"", "")) ==
+        "FILE:8:1: data.train: required key is missing");
+  CHECK(load_error(without_table(kMinimalConfig, "[model]")) ==
+        "FILE:1:1: model.kind: required table [model] is missing");
+  CHECK(load_error(without_table(kMinimalConfig, "[train]")) ==
+        "FILE:1:1: train.steps: required table [train] is missing");
+  CHECK(load_error("model = 3\n" + without_table(kMinimalConfig, "[model]")) ==
+        "FILE:1:9: model: expected a table, got an integer");
+}
+
+TEST_CASE("values of the wrong type name the type wanted and the type found") {
+  CHECK(load_error(replace_line(kMinimalConfig, "steps = 100", R"(steps = "100")")) ==
+        "FILE:12:9: train.steps: expected an integer, got a string");
+  CHECK(load_error(replace_line(kMinimalConfig, "steps = 100", "steps = 100.0")) ==
+        "FILE:12:9: train.steps: expected an integer, got a float");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", R"(lr = "fast")")) ==
+        "FILE:12:6: train.lr: expected a number, got a string");
+  CHECK(load_error(with_key(kMinimalConfig, "[data]", "shuffle = 1")) ==
+        "FILE:9:11: data.shuffle: expected a boolean, got an integer");
+  // An element's error points at the element.
+  CHECK(load_error(with_key(kMinimalConfig, "[model]", R"(hidden = [64, "x"])")) ==
+        "FILE:5:15: model.hidden: expected an array of integers, but element 1 is a string");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "betas = 0.9")) ==
+        "FILE:12:9: train.betas: expected an array of numbers, got a float");
+}
+
+TEST_CASE("values out of range name the bound") {
+  CHECK(load_error(replace_line(kMinimalConfig, "steps = 100", "steps = 0")) ==
+        "FILE:12:9: train.steps: must be at least 1 (got 0)");
+  CHECK(load_error(replace_line(kMinimalConfig, "micro_batch = 8", "micro_batch = -1")) ==
+        "FILE:13:15: train.micro_batch: must be at least 1 (got -1)");
+  CHECK(load_error(replace_line(kMinimalConfig, "micro_batch = 8", "micro_batch = 16777217")) ==
+        "FILE:13:15: train.micro_batch: must be at most 16777216 (got 16777217)");
+  CHECK(load_error(with_key(kMinimalConfig, "[model]", "hidden = [64, 0]")) ==
+        "FILE:5:10: model.hidden: every element must be at least 1 (got 0)");
+  CHECK(load_error(replace_line(kMinimalConfig, "classes = 3", "classes = 1")) ==
+        "FILE:6:11: model.classes: must be at least 2 (got 1)");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "lr = 0")) == "FILE:12:6: train.lr: must be greater than 0");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "lr = -1e-3")) == "FILE:12:6: train.lr: must be greater than 0");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "weight_decay = -0.1")) ==
+        "FILE:12:16: train.weight_decay: must not be negative");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "momentum = 1.0")) ==
+        "FILE:12:12: train.momentum: must be in [0, 1)");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "betas = [0.9]")) ==
+        "FILE:12:9: train.betas: must have exactly two elements [beta1, beta2]");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "betas = [0.9, 1.5]")) ==
+        "FILE:12:9: train.betas: each beta must be in [0, 1)");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "eps = 0.0")) == "FILE:12:7: train.eps: must be greater than 0");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "warmup_steps = 101")) ==
+        "FILE:12:16: train.warmup_steps: must not exceed train.steps");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "grad_clip = -1.0")) ==
+        "FILE:12:13: train.grad_clip: must not be negative (0 disables clipping)");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "log_every = 0")) ==
+        "FILE:12:13: train.log_every: must be at least 1 (got 0)");
+  CHECK(load_error(with_checkpoint_key("keep_last = 0")) ==
+        "FILE:16:13: checkpoint.keep_last: must be at least 1 (got 0)");
+  CHECK(load_error(with_checkpoint_key("every_minutes = -5")) ==
+        "FILE:16:17: checkpoint.every_minutes: must not be negative (0 disables)");
+}
+
+TEST_CASE("warmup may last the whole run") {
+  CHECK(load_text(with_key(kMinimalConfig, "[train]", "warmup_steps = 100")).run.train.warmup_steps == 100);
+}
+
+TEST_CASE("choices list what is allowed") {
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", R"(optimizer = "adam")")) ==
+        R"(FILE:12:13: train.optimizer: must be one of "sgd", "adamw" (got "adam"))");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", R"(schedule = "step")")) ==
+        R"(FILE:12:12: train.schedule: must be one of "constant", "linear", "cosine" (got "step"))");
+  CHECK(load_error(with_key(kMinimalConfig, "[model]", R"(activation = "tanh")")) ==
+        R"(FILE:5:14: model.activation: must be one of "relu", "gelu" (got "tanh"))");
+  CHECK(load_error(with_key(kMinimalConfig, "[model]", R"(kind = "cnn")")) ==
+        R"(FILE:5:8: model.kind: must be one of "mlp" (got "cnn"))");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", R"(device = "tpu")")) ==
+        R"(FILE:12:10: train.device: must be one of "cpu", "cuda" (got "tpu"))");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", R"(device = "cuda")")) ==
+        R"(FILE:12:10: train.device: "cuda" is not supported by this build; use "cpu")");
+}
+
+TEST_CASE("an empty training data path is rejected") {
+  CHECK(load_error(replace_line(kMinimalConfig, R"(train = "train.h5")", R"(train = "")")) ==
+        "FILE:9:9: data.train: must not be empty");
+}
+
+TEST_CASE("nearest_key suggests the closest known key within the typo distance") {
+  const std::vector<std::string> train_keys{"lr", "steps", "optimizer", "warmup_steps", "schedule"};
+  CHECK(nearest_key("lrr", train_keys) == std::optional<std::string>("lr"));
+  CHECK(nearest_key("stpes", train_keys) == std::optional<std::string>("steps"));  // a swap is two edits
+  CHECK(nearest_key("optimiser", train_keys) == std::optional<std::string>("optimizer"));
+  CHECK(nearest_key("warmup", train_keys) == std::nullopt);          // 6 deletions
+  CHECK(nearest_key("warmupstep", train_keys) == std::optional<std::string>("warmup_steps"));
+  CHECK(nearest_key("steps", train_keys) == std::optional<std::string>("steps"));
+  CHECK(nearest_key("dropout", train_keys) == std::nullopt);
+  CHECK(nearest_key("lr", {}) == std::nullopt);
+  // Ties go to the first candidate.
+  CHECK(nearest_key("ab", {"ac", "ad"}) == std::optional<std::string>("ac"));
+  // The allowed distance is max(2, length / 3): 3 for a 9-letter key, so 3 edits suggest, 4 do not.
+  CHECK(nearest_key("schXXXler", {"scheduler"}) == std::optional<std::string>("scheduler"));
+  CHECK(nearest_key("scXXXXler", {"scheduler"}) == std::nullopt);
+}
+
+TEST_CASE("resolve_data_paths makes relative data paths absolute against the config directory") {
+  toml::table root = trainctl::parse_config_text(R"([data]
+train = "data/train.h5"
+val = "/datasets/../datasets/val.h5"
+)",
+                                                 "paths.toml");
+  trainctl::resolve_data_paths(root, "/home/user/configs");
+  CHECK(root["data"]["train"].value<std::string>() == std::optional<std::string>("/home/user/configs/data/train.h5"));
+  CHECK(root["data"]["val"].value<std::string>() == std::optional<std::string>("/datasets/val.h5"));
+
+  toml::table parent = trainctl::parse_config_text("[data]\ntrain = \"../data/train.h5\"\n", "paths.toml");
+  trainctl::resolve_data_paths(parent, "/home/user/configs");
+  CHECK(parent["data"]["train"].value<std::string>() == std::optional<std::string>("/home/user/data/train.h5"));
+}
+
+TEST_CASE("resolve_data_paths resolves a relative config directory against the working directory") {
+  toml::table root = trainctl::parse_config_text("[data]\ntrain = \"train.h5\"\n", "paths.toml");
+  trainctl::resolve_data_paths(root, "configs");
+  CHECK(root["data"]["train"].value<std::string>() ==
+        std::optional<std::string>((fs::current_path() / "configs" / "train.h5").lexically_normal().string()));
+}
+
+TEST_CASE("resolve_data_paths leaves a config without data paths alone") {
+  toml::table root = trainctl::parse_config_text("[data]\ntrain = \"\"\n[model]\ninputs = 3\n", "paths.toml");
+  trainctl::resolve_data_paths(root, "/home/user/configs");
+  CHECK(root["data"]["train"].value<std::string>() == std::optional<std::string>(""));
+  CHECK_FALSE(root["data"]["val"]);
+
+  toml::table no_data = trainctl::parse_config_text("[model]\ninputs = 3\n", "paths.toml");
+  trainctl::resolve_data_paths(no_data, "/home/user/configs");
+  CHECK_FALSE(no_data["data"]);
+}

@@ -1,0 +1,362 @@
+// Tests for batch-script rendering (slurm/render.cpp): the #SBATCH header, shell quoting proven
+// by running the script with bash against stub srun/scontrol commands and a fake runtime, and
+// the requeue guard's decisions.
+#include <doctest/doctest.h>
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "command_runner.h"
+#include "render.h"
+
+using trainctl::CommandResult;
+using trainctl::JobSpec;
+using trainctl::RenderInputs;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const RenderInputs kInputs{"/scratch/runs/mlp-7", "/opt/trainctl/bin/trainctl-runtime"};
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream stream(text);
+  for (std::string line; std::getline(stream, line);) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> sbatch_lines(const std::string& script) {
+  std::vector<std::string> sbatch;
+  for (const std::string& line : lines_of(script))
+    if (line.starts_with("#SBATCH")) sbatch.push_back(line);
+  return sbatch;
+}
+
+size_t line_index(const std::vector<std::string>& lines, const std::string& wanted) {
+  for (size_t index = 0; index < lines.size(); ++index)
+    if (lines[index] == wanted) return index;
+  FAIL("line not found: " << wanted);
+  return 0;
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_text(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+void write_executable(const fs::path& path, const std::string& text) {
+  write_text(path, text);
+  fs::permissions(path, fs::perms::owner_all);
+}
+
+// A scratch directory in which a rendered script runs for real under bash: srun is a stub that
+// records its arguments, drops its own options and runs the rest; scontrol records its
+// arguments; the "runtime" dumps the variables named in FAKE_DUMP to <run>/env.<NAME>, writes
+// FAKE_STEP to progress.step, writes completed.step when it exits 0 (unless
+// FAKE_INCOMPLETE is set), and exits with FAKE_RC.
+class Sandbox {
+ public:
+  Sandbox() {
+    std::string pattern = (fs::temp_directory_path() / "trainctl-render-XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    root_ = pattern;
+    fs::create_directories(root_ / "bin");
+    fs::create_directories(run_dir());
+    write_executable(root_ / "bin" / "srun",
+                     "#!/bin/sh\n"
+                     "printf '%s\\n' \"$@\" > '" + path("srun.args") + "'\n"
+                     "while [ $# -gt 0 ]; do case $1 in --*) shift ;; *) break ;; esac; done\n"
+                     "exec \"$@\"\n");
+    write_executable(root_ / "bin" / "scontrol",
+                     "#!/bin/sh\necho \"$*\" >> '" + path("scontrol.calls") + "'\nexit \"${FAKE_SCONTROL_RC:-0}\"\n");
+    write_executable(root_ / "runtime",
+                     "#!/bin/bash\n"
+                     "[ \"$1\" = --run-dir ] || exit 99\n"
+                     "for name in ${FAKE_DUMP:-}; do printf '%s' \"${!name}\" > \"$2/env.$name\"; done\n"
+                     "if [ -n \"${FAKE_STEP:-}\" ]; then echo \"$FAKE_STEP\" > \"$2/progress.step\"; fi\n"
+                     "if [ \"${FAKE_RC:-0}\" = 0 ] && [ -z \"${FAKE_INCOMPLETE:-}\" ]; then echo 40 > \"$2/completed.step\"; fi\n"
+                     "exit \"${FAKE_RC:-0}\"\n");
+  }
+  ~Sandbox() { fs::remove_all(root_); }
+  Sandbox(const Sandbox&) = delete;
+  Sandbox& operator=(const Sandbox&) = delete;
+
+  std::string path(const std::string& name) const { return (root_ / name).string(); }
+  std::string run_dir() const { return path("run"); }
+  std::string run_file(const std::string& name) const { return read_text(root_ / "run" / name); }
+  void set_run_file(const std::string& name, const std::string& text) const { write_text(root_ / "run" / name, text); }
+  RenderInputs inputs() const { return {run_dir(), path("runtime")}; }
+
+  // Renders `job` and runs the script with only `env` (plus PATH and SLURM_JOB_ID=123 unless given).
+  CommandResult run(const JobSpec& job, const std::vector<std::string>& env = {}) const {
+    std::string script_path = path("job.sbatch");
+    write_text(script_path, trainctl::render_batch_script(job, inputs()));
+    std::vector<std::string> argv = {"env", "-i", "PATH=" + path("bin") + ":/usr/bin:/bin", "SLURM_JOB_ID=123"};
+    argv.insert(argv.end(), env.begin(), env.end());
+    argv.insert(argv.end(), {"bash", script_path});
+    return trainctl::ProcessRunner().run(argv);
+  }
+
+ private:
+  fs::path root_;
+};
+
+JobSpec named_job() {
+  JobSpec job;
+  job.name = "mlp";
+  return job;
+}
+
+}  // namespace
+
+TEST_CASE("shell_quote makes one literal word") {
+  CHECK(trainctl::shell_quote("plain") == "'plain'");
+  CHECK(trainctl::shell_quote("") == "''");
+  CHECK(trainctl::shell_quote("it's") == R"('it'\''s')");
+  CHECK(trainctl::shell_quote("''") == R"(''\'''\''')");
+}
+
+TEST_CASE("the header asks SLURM for every resource, in order") {
+  JobSpec job;
+  job.name = "mlp-7";
+  job.partition = "gpu";
+  job.account = "proj_42";
+  job.qos = "high";
+  job.nodes = 2;
+  job.ranks_per_node = 4;
+  job.cpus_per_rank = 8;
+  job.gpus_per_node = 4;
+  job.mem = "64G";
+  job.time = "1-12:00:00";
+  job.signal = "USR1";
+  job.signal_grace = 90;
+  job.constraint = "a100&(ib|roce)";
+  job.exclude = "n[1-3]";
+  std::string script = trainctl::render_batch_script(job, kInputs);
+  std::vector<std::string> lines = lines_of(script);
+  REQUIRE(lines.size() > 2);
+  CHECK(lines[0] == "#!/bin/bash");
+  CHECK(lines[1] == std::string("# generated by trainctl ") + TRAINCTL_VERSION);
+  CHECK(sbatch_lines(script) == std::vector<std::string>{
+                                    "#SBATCH --job-name=mlp-7",
+                                    "#SBATCH --partition=gpu",
+                                    "#SBATCH --account=proj_42",
+                                    "#SBATCH --qos=high",
+                                    "#SBATCH --nodes=2",
+                                    "#SBATCH --ntasks-per-node=4",
+                                    "#SBATCH --cpus-per-task=8",
+                                    "#SBATCH --gpus-per-node=4",
+                                    "#SBATCH --mem=64G",
+                                    "#SBATCH --time=1-12:00:00",
+                                    "#SBATCH --constraint=a100&(ib|roce)",
+                                    "#SBATCH --exclude=n[1-3]",
+                                    "#SBATCH --signal=USR1@90",
+                                    "#SBATCH --requeue",
+                                    "#SBATCH --open-mode=append",
+                                    "#SBATCH --output=/scratch/runs/mlp-7/logs/slurm-%j.out",
+                                });
+  // sbatch stops reading #SBATCH lines at the first command, so they must all come first.
+  CHECK(line_index(lines, "#SBATCH --output=/scratch/runs/mlp-7/logs/slurm-%j.out") <
+        line_index(lines, "set -uo pipefail"));
+}
+
+TEST_CASE("optional resources are left out when unset") {
+  CHECK(sbatch_lines(trainctl::render_batch_script(named_job(), kInputs)) ==
+        std::vector<std::string>{
+            "#SBATCH --job-name=mlp",
+            "#SBATCH --nodes=1",
+            "#SBATCH --ntasks-per-node=1",
+            "#SBATCH --cpus-per-task=1",
+            "#SBATCH --signal=TERM@120",
+            "#SBATCH --requeue",
+            "#SBATCH --open-mode=append",
+            "#SBATCH --output=/scratch/runs/mlp-7/logs/slurm-%j.out",
+        });
+}
+
+TEST_CASE("the body exports, runs setup, then srun's the runtime") {
+  JobSpec job = named_job();
+  job.cpus_per_rank = 6;
+  job.env = {{"ZED", "last"}, {"ALPHA", "first"}};
+  job.setup = {"module load cuda", "ulimit -n 4096"};
+  std::vector<std::string> lines = lines_of(trainctl::render_batch_script(job, kInputs));
+  size_t set_options = line_index(lines, "set -uo pipefail");
+  size_t run_dir = line_index(lines, "export TRAINCTL_RUN_DIR='/scratch/runs/mlp-7'");
+  size_t omp = line_index(lines, "export OMP_NUM_THREADS=6");
+  size_t openblas = line_index(lines, "export OPENBLAS_NUM_THREADS=6");
+  size_t alpha = line_index(lines, "export ALPHA='first'");
+  size_t zed = line_index(lines, "export ZED='last'");
+  size_t setup = line_index(lines, "# [job] setup, as written by the user");
+  size_t first_setup_line = line_index(lines, "module load cuda");
+  size_t second_setup_line = line_index(lines, "ulimit -n 4096");
+  size_t runtime = line_index(lines, "runtime='/opt/trainctl/bin/trainctl-runtime'");
+  size_t srun = line_index(lines, R"(srun --mpi=pmix --kill-on-bad-exit=1 "$runtime" --run-dir "$run_dir")");
+  CHECK(set_options < run_dir);
+  CHECK(run_dir < omp);
+  CHECK(omp < openblas);
+  CHECK(openblas < alpha);
+  CHECK(alpha < zed);
+  CHECK(zed < setup);
+  CHECK(setup + 1 == first_setup_line);
+  CHECK(first_setup_line + 1 == second_setup_line);
+  size_t max_requeues = line_index(lines, "max_requeues=10");
+  CHECK(second_setup_line < runtime);
+  CHECK(runtime < max_requeues);
+  CHECK(max_requeues < srun);
+}
+
+TEST_CASE("paths that cannot appear in an #SBATCH line are refused") {
+  JobSpec job = named_job();
+  CHECK_THROWS_WITH_AS(trainctl::render_batch_script(job, {"/scratch/my run", kInputs.runtime_path}),
+                       "run directory \"/scratch/my run\" contains characters that cannot appear in an #SBATCH line "
+                       "(allowed: letters, digits and ._/+,:@=-)",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(trainctl::render_batch_script(job, {"/scratch/100%", kInputs.runtime_path}),
+                       "run directory \"/scratch/100%\" contains characters that cannot appear in an #SBATCH line "
+                       "(allowed: letters, digits and ._/+,:@=-)",
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(trainctl::render_batch_script(job, {"runs/mlp", kInputs.runtime_path}),
+                       "run directory \"runs/mlp\" must be an absolute path", std::invalid_argument);
+  CHECK_THROWS_WITH_AS(trainctl::render_batch_script(job, {kInputs.run_dir, "/opt/$(id)/trainctl-runtime"}),
+                       "runtime executable \"/opt/$(id)/trainctl-runtime\" contains characters that cannot appear in "
+                       "an #SBATCH line (allowed: letters, digits and ._/+,:@=-)",
+                       std::invalid_argument);
+}
+
+TEST_CASE("hostile env values reach the runtime byte-exact and run nothing") {
+  Sandbox sandbox;
+  const std::string marker = sandbox.path("pwned");
+  JobSpec job = named_job();
+  job.cpus_per_rank = 3;
+  job.env = {
+      {"COMMAND_SUBSTITUTION", "$(touch " + marker + ")"},
+      {"BACKTICKS", "`touch " + marker + "`"},
+      {"BREAKOUT", "'; touch " + marker + " #"},
+      {"QUOTES", "\"double\" and 'single' and ''"},
+      {"NEWLINES", "line one\nline two\n\n"},
+      {"BACKSLASHES", "back\\slash\\"},
+      {"EXPANSIONS", "${HOME:=x} $PATH !! * ~ $((1+1))"},
+      {"EMPTY", ""},
+      {"LONE_QUOTE", "'"},
+      {"TAB_UNICODE", "tab\there \xc3\xbcnicode"},
+  };
+  // Setup lines run after the exports, as the user's own shell.
+  job.setup = {"export FROM_SETUP=\"$OMP_NUM_THREADS-threads\""};
+  std::string dump = "TRAINCTL_RUN_DIR OMP_NUM_THREADS OPENBLAS_NUM_THREADS FROM_SETUP";
+  for (const auto& [name, value] : job.env) dump += " " + name;
+
+  CommandResult result = sandbox.run(job, {"FAKE_DUMP=" + dump});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK_FALSE(fs::exists(marker));
+  REQUIRE(result.exit_code == 0);
+  for (const auto& variable : job.env) {
+    CAPTURE(variable.first);
+    CHECK(sandbox.run_file("env." + variable.first) == variable.second);
+  }
+  CHECK(sandbox.run_file("env.TRAINCTL_RUN_DIR") == sandbox.run_dir());
+  CHECK(sandbox.run_file("env.OMP_NUM_THREADS") == "3");
+  CHECK(sandbox.run_file("env.OPENBLAS_NUM_THREADS") == "3");
+  CHECK(sandbox.run_file("env.FROM_SETUP") == "3-threads");
+}
+
+TEST_CASE("a completed run is recorded and srun gets the runtime and run directory") {
+  Sandbox sandbox;
+  CommandResult result = sandbox.run(named_job(), {"FAKE_RC=0"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK(result.out.starts_with("trainctl: job 123 run 0 starting at step 0 on "));
+  CHECK(result.out.ends_with("\ntrainctl: training complete\n"));
+  CHECK(sandbox.run_file("job.outcome") == "completed\n");
+  CHECK(read_text(sandbox.path("srun.args")) == "--mpi=pmix\n--kill-on-bad-exit=1\n" + sandbox.path("runtime") +
+                                                    "\n--run-dir\n" + sandbox.run_dir() + "\n");
+  CHECK_FALSE(fs::exists(sandbox.path("scontrol.calls")));
+}
+
+TEST_CASE("srun exiting 0 without the runtime's completion record fails the job") {
+  Sandbox sandbox;
+  CommandResult result = sandbox.run(named_job(), {"FAKE_RC=0", "FAKE_INCOMPLETE=1"});
+  CHECK(result.exit_code == 1);
+  CHECK(result.out.ends_with("\ntrainctl: srun exited 0 but the runtime did not record completion; failing the job\n"));
+  CHECK(sandbox.run_file("job.outcome") == "failed: incomplete\n");
+}
+
+TEST_CASE("a failed runtime fails the job with its exit code") {
+  Sandbox sandbox;
+  CommandResult result = sandbox.run(named_job(), {"FAKE_RC=3"});
+  CHECK(result.exit_code == 3);
+  CHECK(result.out.ends_with("\ntrainctl: runtime failed with exit code 3\n"));
+  CHECK(sandbox.run_file("job.outcome") == "failed: exit 3\n");
+  CHECK_FALSE(fs::exists(sandbox.path("scontrol.calls")));
+}
+
+TEST_CASE("a save after a signal with progress requeues the job") {
+  Sandbox sandbox;
+  sandbox.set_run_file("progress.step", "5\n");
+  sandbox.set_run_file("requeue.stalls", "1\n");
+  CommandResult result = sandbox.run(named_job(), {"FAKE_RC=75", "FAKE_STEP=7", "SLURM_RESTART_COUNT=2"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK(result.out.starts_with("trainctl: job 123 run 2 starting at step 5 on "));
+  CHECK(result.out.ends_with("\ntrainctl: saved at step 7; requeuing job 123 (requeue 3 of 10)\n"));
+  CHECK(read_text(sandbox.path("scontrol.calls")) == "requeue 123\n");
+  CHECK(sandbox.run_file("requeue.stalls") == "0\n");
+  CHECK_FALSE(fs::exists(sandbox.run_dir() + "/job.outcome"));
+}
+
+TEST_CASE("an array task requeues itself as <array job>_<task>") {
+  Sandbox sandbox;
+  CommandResult result = sandbox.run(named_job(), {"FAKE_RC=75", "FAKE_STEP=1", "SLURM_JOB_ID=130",
+                                                   "SLURM_ARRAY_JOB_ID=123", "SLURM_ARRAY_TASK_ID=4"});
+  CHECK(result.exit_code == 0);
+  CHECK(result.out.starts_with("trainctl: job 123_4 run 0 starting at step 0 on "));
+  CHECK(read_text(sandbox.path("scontrol.calls")) == "requeue 123_4\n");
+}
+
+TEST_CASE("two requeues in a row without progress stop the job; progress resets the count") {
+  Sandbox sandbox;
+  sandbox.set_run_file("progress.step", "7\n");
+  std::vector<std::string> stalled = {"FAKE_RC=75", "FAKE_STEP=7"};
+
+  CommandResult first = sandbox.run(named_job(), stalled);
+  CHECK(first.exit_code == 0);
+  CHECK(sandbox.run_file("requeue.stalls") == "1\n");
+
+  CommandResult second = sandbox.run(named_job(), stalled);
+  CHECK(second.exit_code == 1);
+  CHECK(second.out.ends_with("\ntrainctl: not requeuing: 2 requeues in a row without step progress (step 7)\n"));
+  CHECK(sandbox.run_file("job.outcome") == "stopped: no progress\n");
+  CHECK(read_text(sandbox.path("scontrol.calls")) == "requeue 123\n");
+
+  sandbox.set_run_file("requeue.stalls", "1\n");
+  CommandResult progressed = sandbox.run(named_job(), {"FAKE_RC=75", "FAKE_STEP=8"});
+  CHECK(progressed.exit_code == 0);
+  CHECK(sandbox.run_file("requeue.stalls") == "0\n");
+}
+
+TEST_CASE("max_requeues stops the job even when it makes progress") {
+  Sandbox sandbox;
+  JobSpec job = named_job();
+  job.max_requeues = 3;
+  CommandResult result = sandbox.run(job, {"FAKE_RC=75", "FAKE_STEP=9", "SLURM_RESTART_COUNT=3"});
+  CHECK(result.exit_code == 1);
+  CHECK(result.out.ends_with("\ntrainctl: not requeuing: max_requeues (3) reached at step 9\n"));
+  CHECK(sandbox.run_file("job.outcome") == "stopped: max_requeues\n");
+  CHECK_FALSE(fs::exists(sandbox.path("scontrol.calls")));
+}
+
+TEST_CASE("a failed scontrol requeue ends the job as failed") {
+  Sandbox sandbox;
+  CommandResult result = sandbox.run(named_job(), {"FAKE_RC=75", "FAKE_STEP=1", "FAKE_SCONTROL_RC=1"});
+  CHECK(result.exit_code == 1);
+  CHECK(result.out.ends_with("\ntrainctl: scontrol requeue 123 failed; the job ends here\n"));
+  CHECK(sandbox.run_file("job.outcome") == "failed: requeue\n");
+}
