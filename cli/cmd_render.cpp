@@ -11,6 +11,10 @@
 
 namespace trainctl {
 
+std::string batch_script(const Config& config, const RunDir& run_dir) {
+  return render_batch_script(config.job, {run_dir.path(), runtime_executable()});
+}
+
 void add_render_command(CLI::App& app) {
   auto* command = app.add_subcommand("render", "print the sbatch script that submit would submit");
   struct Options {
@@ -22,8 +26,8 @@ void add_render_command(CLI::App& app) {
   command->add_option("--run-dir", options->run_dir, "run directory (default: runs/<job.name>)");
   command->callback([options] {
     const Config config = load_config(options->config);
-    const RunDir run_dir(options->run_dir.empty() ? default_run_dir(config.job.name) : options->run_dir);
-    const std::string script = render_batch_script(config.job, {run_dir.path(), runtime_executable()});
+    const RunDir run_dir = chosen_run_dir(options->run_dir, config.job.name);
+    const std::string script = batch_script(config, run_dir);
     if (options->output.empty()) {
       fmt::print("{}", script);
       return;

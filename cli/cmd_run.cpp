@@ -50,7 +50,7 @@ void add_run_command(CLI::App& app) {
   command->add_flag("--resume", options->resume, "continue the run in an existing run directory");
   command->callback([options] {
     const Config config = load_config(options->config);
-    const RunDir run_dir(options->run_dir.empty() ? default_run_dir(config.job.name) : options->run_dir);
+    const RunDir run_dir = chosen_run_dir(options->run_dir, config.job.name);
     run_dir.prepare(resolved_config_text(config), options->resume);
 
     // The same thread counts the batch script exports, unless the caller chose otherwise.

@@ -6,7 +6,6 @@
 #include "atomic_file.h"
 #include "commands.h"
 #include "config_file.h"
-#include "render.h"
 #include "run_dir.h"
 #include "slurm_client.h"
 
@@ -24,9 +23,9 @@ void add_submit_command(CLI::App& app) {
   command->add_flag("--resume", options->resume, "continue the run in an existing run directory");
   command->callback([options] {
     const Config config = load_config(options->config);
-    const RunDir run_dir(options->run_dir.empty() ? default_run_dir(config.job.name) : options->run_dir);
+    const RunDir run_dir = chosen_run_dir(options->run_dir, config.job.name);
     // Render first: a path that cannot go into the script must fail before anything is created.
-    const std::string script = render_batch_script(config.job, {run_dir.path(), runtime_executable()});
+    const std::string script = batch_script(config, run_dir);
     run_dir.prepare(resolved_config_text(config), options->resume);
     write_file_atomically(run_dir.script(), script);
     chmod(run_dir.script().c_str(), 0755);

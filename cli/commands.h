@@ -4,6 +4,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "config_file.h"
+#include "run_dir.h"
+
 namespace trainctl {
 
 void add_validate_command(CLI::App& app);
@@ -15,6 +18,9 @@ void add_cancel_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_data_command(CLI::App& app);
 void add_ckpt_command(CLI::App& app);
+
+// The batch script of `config` for `run_dir` (render shows it, submit submits it).
+std::string batch_script(const Config& config, const RunDir& run_dir);
 
 // trainctl-runtime: $TRAINCTL_RUNTIME, else next to this executable (installed), else in the
 // build tree's runtime/ beside cli/.

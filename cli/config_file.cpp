@@ -16,13 +16,22 @@ namespace trainctl {
 namespace {
 const std::vector<std::string> kTopLevelTables{"job", "model", "data", "train", "checkpoint"};
 
+// The first (in file order) top-level entry that is not one of the known tables.
 void reject_unknown_tables(const toml::table& table, const std::string& path) {
+  const toml::node* first = nullptr;
+  std::string first_name;
   for (const auto& [name, node] : table) {
-    if (std::find(kTopLevelTables.begin(), kTopLevelTables.end(), std::string(name.str())) != kTopLevelTables.end()) continue;
-    std::string message = "unknown table";
-    if (auto suggestion = nearest_key(name.str(), kTopLevelTables)) message += fmt::format(" (did you mean [{}]?)", *suggestion);
-    throw ConfigError(position_of(node, path), std::string(name.str()), message);
+    const std::string key(name.str());
+    if (std::find(kTopLevelTables.begin(), kTopLevelTables.end(), key) != kTopLevelTables.end()) continue;
+    if (first == nullptr || node.source().begin < first->source().begin) {
+      first = &node;
+      first_name = key;
+    }
   }
+  if (first == nullptr) return;
+  std::string message = first->is_table() ? "unknown table" : "unknown top-level key (keys belong in a table)";
+  if (auto suggestion = nearest_key(first_name, kTopLevelTables)) message += fmt::format(" (did you mean [{}]?)", *suggestion);
+  throw ConfigError(position_of(*first, path), first_name, message);
 }
 }  // namespace
 

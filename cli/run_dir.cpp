@@ -37,7 +37,9 @@ void RunDir::prepare(const std::string& resolved_config, bool resume) const {
 
 std::optional<std::string> RunDir::job_id() const { return read_first_line(job_id_file()); }
 
-std::string default_run_dir(const std::string& job_name) { return (fs::path("runs") / job_name).string(); }
+RunDir chosen_run_dir(const std::string& run_dir_option, const std::string& job_name) {
+  return RunDir(run_dir_option.empty() ? (fs::path("runs") / job_name).string() : run_dir_option);
+}
 
 std::optional<std::string> read_first_line(const std::string& path) {
   std::ifstream in(path);

@@ -40,8 +40,9 @@ class RunDir {
   std::string path_;
 };
 
-// The run directory a config gets when none is given: runs/<job.name> under the working directory.
-std::string default_run_dir(const std::string& job_name);
+// The run directory the user chose with --run-dir, or by default runs/<job.name> under the
+// working directory.
+RunDir chosen_run_dir(const std::string& run_dir_option, const std::string& job_name);
 
 // First line of a small text file, or nothing when it is absent.
 std::optional<std::string> read_first_line(const std::string& path);

@@ -38,11 +38,13 @@ struct DeviceOps {
   void (*softmax_cross_entropy)(const float* logits, const int32_t* labels, float* grad_logits, int64_t rows,
                                 int64_t classes, float grad_scale, double* loss_sum, int64_t* correct);
   // PyTorch SGD: g += wd * p; buf = momentum * buf + g; p -= lr * buf (buf starts at zero).
-  void (*sgd_step)(float* param, const float* grad, float* momentum_buffer, int64_t n, float lr, float momentum,
-                   float weight_decay);
+  // Hyperparameters are doubles, as PyTorch's are Python floats: derived scalars such as
+  // 1 - beta2 are computed in double and rounded once, so the state matches torch.optim's.
+  void (*sgd_step)(float* param, const float* grad, float* momentum_buffer, int64_t n, double lr, double momentum,
+                   double weight_decay);
   // PyTorch AdamW (decoupled weight decay, bias-corrected); `step` counts from 1.
-  void (*adamw_step)(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n, float lr,
-                     float beta1, float beta2, float eps, float weight_decay, int64_t step);
+  void (*adamw_step)(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n, double lr,
+                     double beta1, double beta2, double eps, double weight_decay, int64_t step);
   double (*sum_squares)(const float* x, int64_t n);
   void (*scale)(float* x, int64_t n, float factor);
 };

@@ -34,7 +34,9 @@ void write_tensor(hid_t group, const Tensor& tensor) {
 Tensor read_tensor(hid_t group, const std::string& name, const std::string& shown_name) {
   Tensor tensor{shown_name, dataset_shape(group, name), read_floats(group, name)};
   H5Handle dataset(H5_CHECK(H5Dopen2(group, name.c_str(), H5P_DEFAULT)), H5Dclose);
-  if (crc32_of(tensor.values) != read_uint_attribute(dataset.get(), "crc32"))
+  uint64_t stored_crc = 0;
+  read_attribute(dataset.get(), "crc32", stored_crc);
+  if (crc32_of(tensor.values) != stored_crc)
     throw CheckpointError(fmt::format("checksum mismatch in dataset {}", shown_name));
   return tensor;
 }
@@ -45,42 +47,37 @@ void maybe_die_during_save(int64_t step) {
   if (kill_step != nullptr && std::atoll(kill_step) == step) std::raise(SIGKILL);
 }
 
+// The attributes on "/", in one list so that writing and reading cannot drift apart.
+template <typename Meta, typename Visit>
+void for_each_meta_attribute(Meta& meta, Visit visit) {
+  visit("step", meta.step);
+  visit("epoch", meta.epoch);
+  visit("sample_position", meta.sample_position);
+  visit("rng_seed", meta.rng_seed);
+  visit("world_size", meta.world_size);
+  visit("global_batch", meta.global_batch);
+  visit("optimizer", meta.optimizer);
+  visit("optimizer_step", meta.optimizer_step);
+  visit("loss", meta.loss);
+  visit("config", meta.config_text);
+  visit("hostnames", meta.hostnames);
+  visit("trainctl_version", meta.trainctl_version);
+  visit("created_utc", meta.created_utc);
+}
+
 void write_meta(hid_t file, const CheckpointMeta& meta) {
   write_attribute(file, "format_version", kCheckpointFormatVersion);
-  write_attribute(file, "step", meta.step);
-  write_attribute(file, "epoch", meta.epoch);
-  write_attribute(file, "sample_position", meta.sample_position);
-  write_attribute(file, "rng_seed", meta.rng_seed);
-  write_attribute(file, "world_size", meta.world_size);
-  write_attribute(file, "global_batch", meta.global_batch);
-  write_attribute(file, "optimizer", meta.optimizer);
-  write_attribute(file, "optimizer_step", meta.optimizer_step);
-  write_attribute(file, "loss", meta.loss);
-  write_attribute(file, "config", meta.config_text);
-  write_attribute(file, "hostnames", meta.hostnames);
-  write_attribute(file, "trainctl_version", meta.trainctl_version);
-  write_attribute(file, "created_utc", meta.created_utc);
+  for_each_meta_attribute(meta, [&](const char* name, const auto& value) { write_attribute(file, name, value); });
 }
 
 CheckpointMeta read_meta(hid_t file) {
-  CheckpointMeta meta;
-  int64_t version = read_int_attribute(file, "format_version");
+  int64_t version = 0;
+  read_attribute(file, "format_version", version);
   if (version != kCheckpointFormatVersion)
     throw CheckpointError(fmt::format("format_version {} is not supported (this trainctl reads {})", version,
                                       kCheckpointFormatVersion));
-  meta.step = read_int_attribute(file, "step");
-  meta.epoch = read_int_attribute(file, "epoch");
-  meta.sample_position = read_int_attribute(file, "sample_position");
-  meta.rng_seed = read_uint_attribute(file, "rng_seed");
-  meta.world_size = read_int_attribute(file, "world_size");
-  meta.global_batch = read_int_attribute(file, "global_batch");
-  meta.optimizer = read_string_attribute(file, "optimizer");
-  meta.optimizer_step = read_int_attribute(file, "optimizer_step");
-  meta.loss = read_double_attribute(file, "loss");
-  meta.config_text = read_string_attribute(file, "config");
-  meta.hostnames = read_string_attribute(file, "hostnames");
-  meta.trainctl_version = read_string_attribute(file, "trainctl_version");
-  meta.created_utc = read_string_attribute(file, "created_utc");
+  CheckpointMeta meta;
+  for_each_meta_attribute(meta, [&](const char* name, auto& value) { read_attribute(file, name, value); });
   return meta;
 }
 

@@ -75,7 +75,8 @@ toml::table parse_config_file(const std::string& path) {
 
 std::optional<std::string> nearest_key(std::string_view unknown, const std::vector<std::string>& known) {
   std::optional<std::string> best;
-  size_t best_distance = std::max<size_t>(2, unknown.size() / 3) + 1;
+  // Up to max(2, length/3) edits, but fewer than the key's length: "x" is no typo of "lr".
+  size_t best_distance = std::min(std::max<size_t>(2, unknown.size() / 3), unknown.size() - 1) + 1;
   for (const auto& candidate : known) {
     size_t distance = edit_distance(unknown, candidate);
     if (distance < best_distance) {

@@ -158,24 +158,23 @@ void write_attribute(hid_t object, const std::string& name, const std::string& v
   write_scalar_attribute(object, name, utf8_string_type().get(), &text);
 }
 
-int64_t read_int_attribute(hid_t object, const std::string& name) {
-  return read_scalar_attribute<int64_t>(object, name, H5T_NATIVE_INT64);
+void read_attribute(hid_t object, const std::string& name, int64_t& value) {
+  value = read_scalar_attribute<int64_t>(object, name, H5T_NATIVE_INT64);
 }
 
-uint64_t read_uint_attribute(hid_t object, const std::string& name) {
-  return read_scalar_attribute<uint64_t>(object, name, H5T_NATIVE_UINT64);
+void read_attribute(hid_t object, const std::string& name, uint64_t& value) {
+  value = read_scalar_attribute<uint64_t>(object, name, H5T_NATIVE_UINT64);
 }
 
-double read_double_attribute(hid_t object, const std::string& name) {
-  return read_scalar_attribute<double>(object, name, H5T_NATIVE_DOUBLE);
+void read_attribute(hid_t object, const std::string& name, double& value) {
+  value = read_scalar_attribute<double>(object, name, H5T_NATIVE_DOUBLE);
 }
 
-std::string read_string_attribute(hid_t object, const std::string& name) {
+void read_attribute(hid_t object, const std::string& name, std::string& value) {
   H5Handle type = utf8_string_type();
   char* text = read_scalar_attribute<char*>(object, name, type.get());
-  std::string value = text != nullptr ? text : "";
+  value = text != nullptr ? text : "";
   H5free_memory(text);
-  return value;
 }
 
 }  // namespace trainctl

@@ -65,9 +65,9 @@ void write_attribute(hid_t object, const std::string& name, int64_t value);
 void write_attribute(hid_t object, const std::string& name, uint64_t value);
 void write_attribute(hid_t object, const std::string& name, double value);
 void write_attribute(hid_t object, const std::string& name, const std::string& value);
-int64_t read_int_attribute(hid_t object, const std::string& name);
-uint64_t read_uint_attribute(hid_t object, const std::string& name);
-double read_double_attribute(hid_t object, const std::string& name);
-std::string read_string_attribute(hid_t object, const std::string& name);
+void read_attribute(hid_t object, const std::string& name, int64_t& value);
+void read_attribute(hid_t object, const std::string& name, uint64_t& value);
+void read_attribute(hid_t object, const std::string& name, double& value);
+void read_attribute(hid_t object, const std::string& name, std::string& value);
 
 }  // namespace trainctl

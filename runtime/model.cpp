@@ -70,10 +70,14 @@ void Mlp::forward(int64_t rows) {
   }
 }
 
-BatchResult Mlp::forward_backward(const float* x, const int32_t* y, int64_t rows, float grad_scale) {
+void Mlp::load_batch(const float* x, const int32_t* y, int64_t rows) {
   if (rows > max_rows_) throw std::logic_error(fmt::format("batch of {} rows exceeds {}", rows, max_rows_));
   input_.upload(x, rows * layers_.front().in);
   labels_.upload(y, rows);
+}
+
+BatchResult Mlp::forward_backward(const float* x, const int32_t* y, int64_t rows, float grad_scale) {
+  load_batch(x, y, rows);
   forward(rows);
 
   BatchResult result;
@@ -100,8 +104,7 @@ BatchResult Mlp::forward_backward(const float* x, const int32_t* y, int64_t rows
 }
 
 BatchResult Mlp::evaluate(const float* x, const int32_t* y, int64_t rows) {
-  input_.upload(x, rows * layers_.front().in);
-  labels_.upload(y, rows);
+  load_batch(x, y, rows);
   forward(rows);
   BatchResult result;
   ops_.softmax_cross_entropy(activations_.back().get(), labels_.get(), nullptr, rows, layers_.back().out, 0.0f,

@@ -51,6 +51,8 @@ class Mlp {
     int64_t weight_offset = 0, bias_offset = 0;
     Activation activation = Activation::kNone;
   };
+  // Copies a host batch to the device; throws std::logic_error beyond max_rows.
+  void load_batch(const float* x, const int32_t* y, int64_t rows);
   void forward(int64_t rows);
 
   const DeviceOps& ops_;

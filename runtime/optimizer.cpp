@@ -24,12 +24,11 @@ std::vector<std::pair<std::string, DeviceBuffer<float>*>> Optimizer::state() {
 void Optimizer::step(float* parameters, const float* gradients, double lr) {
   ++step_count_;
   if (spec_.optimizer == OptimizerKind::kSgd) {
-    ops_.sgd_step(parameters, gradients, first_moment_.get(), parameter_count_, static_cast<float>(lr),
-                  static_cast<float>(spec_.momentum), static_cast<float>(spec_.weight_decay));
+    ops_.sgd_step(parameters, gradients, first_moment_.get(), parameter_count_, lr, spec_.momentum,
+                  spec_.weight_decay);
   } else {
-    ops_.adamw_step(parameters, gradients, first_moment_.get(), second_moment_.get(), parameter_count_,
-                    static_cast<float>(lr), static_cast<float>(spec_.beta1), static_cast<float>(spec_.beta2),
-                    static_cast<float>(spec_.eps), static_cast<float>(spec_.weight_decay), step_count_);
+    ops_.adamw_step(parameters, gradients, first_moment_.get(), second_moment_.get(), parameter_count_, lr,
+                    spec_.beta1, spec_.beta2, spec_.eps, spec_.weight_decay, step_count_);
   }
 }
 

@@ -25,7 +25,7 @@ class Optimizer {
   std::vector<std::pair<std::string, DeviceBuffer<float>*>> state();
 
  private:
-  const TrainSpec& spec_;
+  TrainSpec spec_;
   const DeviceOps& ops_;
   int64_t parameter_count_;
   int64_t step_count_ = 0;

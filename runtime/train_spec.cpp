@@ -28,6 +28,7 @@ DataSpec parse_data(TableReader reader) {
   data.train = reader.string("train");
   if (data.train.empty()) reader.fail("train", "must not be empty");
   data.val = reader.optional_string("val");
+  if (data.val && data.val->empty()) reader.fail("val", "must not be empty (leave the key out for no validation)");
   data.shuffle = reader.boolean("shuffle", true);
   reader.reject_unknown();
   return data;

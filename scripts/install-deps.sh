@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages trainctl builds, tests and runs with.
 # Idempotent: packages already present are skipped, so a second call costs one dpkg query.
-# Usage: scripts/install-deps.sh [--bench]   (--bench adds the PyTorch/h5py peers for benchmarks)
+# Usage: scripts/install-deps.sh [--bench]   (--bench adds what the benchmarks need beyond the tests)
 set -euo pipefail
 
 packages=(
@@ -11,9 +11,9 @@ packages=(
   libcli11-dev libtomlplusplus-dev libfmt-dev doctest-dev
   libopenblas-dev
   slurm-wlm munge
-  python3 jq
+  python3 python3-torch python3-h5py
 )
-[[ "${1:-}" == "--bench" ]] && packages+=(python3-torch python3-h5py python3-numpy bc)
+[[ "${1:-}" == "--bench" ]] && packages+=(bc)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -316,6 +316,11 @@ TEST_CASE("an empty training data path is rejected") {
         "FILE:9:9: data.train: must not be empty");
 }
 
+TEST_CASE("an empty validation data path is rejected") {
+  CHECK(load_error(with_key(kMinimalConfig, "[data]", R"(val = "")")) ==
+        "FILE:9:7: data.val: must not be empty (leave the key out for no validation)");
+}
+
 TEST_CASE("nearest_key suggests the closest known key within the typo distance") {
   const std::vector<std::string> train_keys{"lr", "steps", "optimizer", "warmup_steps", "schedule"};
   CHECK(nearest_key("lrr", train_keys) == std::optional<std::string>("lr"));
@@ -331,6 +336,9 @@ TEST_CASE("nearest_key suggests the closest known key within the typo distance")
   // The allowed distance is max(2, length / 3): 3 for a 9-letter key, so 3 edits suggest, 4 do not.
   CHECK(nearest_key("schXXXler", {"scheduler"}) == std::optional<std::string>("scheduler"));
   CHECK(nearest_key("scXXXXler", {"scheduler"}) == std::nullopt);
+  // A short key may not be replaced wholesale: "x" is two edits from "lr" but no typo of it.
+  CHECK(nearest_key("x", train_keys) == std::nullopt);
+  CHECK(nearest_key("lx", train_keys) == std::optional<std::string>("lr"));
 }
 
 TEST_CASE("resolve_data_paths makes relative data paths absolute against the config directory") {

@@ -303,6 +303,14 @@ TEST_CASE("forward_backward rejects a batch larger than the model was sized for"
                        std::logic_error);
 }
 
+TEST_CASE("evaluate rejects a batch larger than the model was sized for") {
+  const ModelSpec spec = small_spec(Activation::kRelu);
+  const Batch batch = make_batch(spec, 2, 1);
+  Mlp model(spec, cpu(), 1);
+  CHECK_THROWS_WITH_AS(model.evaluate(batch.x.data(), batch.y.data(), 2), "batch of 2 rows exceeds 1",
+                       std::logic_error);
+}
+
 TEST_CASE("init_parameters is deterministic per seed and uniform within 1/sqrt(fan_in)") {
   const ModelSpec spec = small_spec(Activation::kRelu);
   Mlp model(spec, cpu(), 1);

@@ -102,26 +102,30 @@ void cpu_softmax_cross_entropy(const float* logits, const int32_t* labels, float
   *correct = hits;
 }
 
-void cpu_sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n, float lr, float momentum,
-                  float weight_decay) {
+void cpu_sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n, double lr, double momentum,
+                  double weight_decay) {
+  const auto lr_f = static_cast<float>(lr), momentum_f = static_cast<float>(momentum);
+  const auto weight_decay_f = static_cast<float>(weight_decay);
   for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] + weight_decay * param[i];
-    momentum_buffer[i] = momentum * momentum_buffer[i] + g;
-    param[i] -= lr * momentum_buffer[i];
+    const float g = grad[i] + weight_decay_f * param[i];
+    momentum_buffer[i] = momentum_f * momentum_buffer[i] + g;
+    param[i] -= lr_f * momentum_buffer[i];
   }
 }
 
-void cpu_adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n, float lr,
-                    float beta1, float beta2, float eps, float weight_decay, int64_t step) {
-  const float bias_correction1 = 1.0f - std::pow(beta1, static_cast<float>(step));
-  const float bias_correction2 = 1.0f - std::pow(beta2, static_cast<float>(step));
-  const float step_size = lr / bias_correction1;
-  const float bias_correction2_sqrt = std::sqrt(bias_correction2);
+void cpu_adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n, double lr,
+                    double beta1, double beta2, double eps, double weight_decay, int64_t step) {
+  const auto decay = static_cast<float>(1.0 - lr * weight_decay);
+  const auto beta1_f = static_cast<float>(beta1), one_minus_beta1 = static_cast<float>(1.0 - beta1);
+  const auto beta2_f = static_cast<float>(beta2), one_minus_beta2 = static_cast<float>(1.0 - beta2);
+  const auto step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, static_cast<double>(step))));
+  const auto bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, static_cast<double>(step))));
+  const auto eps_f = static_cast<float>(eps);
   for (int64_t i = 0; i < n; ++i) {
-    param[i] *= 1.0f - lr * weight_decay;
-    exp_avg[i] = beta1 * exp_avg[i] + (1.0f - beta1) * grad[i];
-    exp_avg_sq[i] = beta2 * exp_avg_sq[i] + (1.0f - beta2) * grad[i] * grad[i];
-    const float denominator = std::sqrt(exp_avg_sq[i]) / bias_correction2_sqrt + eps;
+    param[i] *= decay;
+    exp_avg[i] = beta1_f * exp_avg[i] + one_minus_beta1 * grad[i];
+    exp_avg_sq[i] = beta2_f * exp_avg_sq[i] + one_minus_beta2 * grad[i] * grad[i];
+    const float denominator = std::sqrt(exp_avg_sq[i]) / bias_correction2_sqrt + eps_f;
     param[i] -= step_size * exp_avg[i] / denominator;
   }
 }
