@@ -30,9 +30,10 @@ struct DeviceOps {
   // z[r,c] += bias[c], then out = act(z); z keeps the pre-activation for the backward pass.
   void (*bias_act_forward)(float* z, const float* bias, float* out, int64_t rows, int64_t cols, Activation act);
   // grad_z = grad_out * act'(z) (grad_z may alias grad_out); grad_bias[c] += sum over rows of grad_z,
-  // accumulating across micro-batches.
-  void (*bias_act_backward)(const float* grad_out, const float* z, float* grad_z, float* grad_bias, int64_t rows,
-                            int64_t cols, Activation act);
+  // accumulating across micro-batches. `out` is the forward's act(z): GELU's derivative reuses
+  // the normal CDF it holds (out = z * cdf(z)) instead of evaluating erf again.
+  void (*bias_act_backward)(const float* grad_out, const float* z, const float* out, float* grad_z, float* grad_bias,
+                            int64_t rows, int64_t cols, Activation act);
   // loss_sum = sum over rows of -log softmax(logits)[label]; correct = rows whose argmax is the label.
   // grad_logits (may be null for evaluation) = (softmax - onehot(label)) * grad_scale.
   void (*softmax_cross_entropy)(const float* logits, const int32_t* labels, float* grad_logits, int64_t rows,

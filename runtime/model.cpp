@@ -88,8 +88,8 @@ BatchResult Mlp::forward_backward(const float* x, const int32_t* y, int64_t rows
   for (size_t i = layers_.size(); i-- > 0;) {
     const Layer& layer = layers_[i];
     // grad_output holds dL/d(activation); turn it into dL/dz in place (dL/dz = dL/da * act'(z)).
-    ops_.bias_act_backward(grad_output, pre_activations_[i].get(), grad_output, gradients_.get() + layer.bias_offset,
-                           rows, layer.out, layer.activation);
+    ops_.bias_act_backward(grad_output, pre_activations_[i].get(), activations_[i].get(), grad_output,
+                           gradients_.get() + layer.bias_offset, rows, layer.out, layer.activation);
     const float* layer_input = i == 0 ? input_.get() : activations_[i - 1].get();
     // dW[out, in] += dz^T[out, rows] * input[rows, in]
     ops_.gemm(true, false, layer.out, layer.in, rows, 1.0f, grad_output, layer_input, 1.0f,

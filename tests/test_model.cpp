@@ -384,7 +384,8 @@ TEST_CASE("GELU forward and backward follow the exact erf formula") {
   const std::array<float, kPoints> grad_out = filled<kPoints>(2.0f);
   std::array<float, kPoints> grad_z{};
   std::array<float, kPoints> grad_bias = filled<kPoints>(1.0f);  // accumulates onto what is there
-  cpu().bias_act_backward(grad_out.data(), z.data(), grad_z.data(), grad_bias.data(), 1, kPoints, Activation::kGelu);
+  cpu().bias_act_backward(grad_out.data(), z.data(), out.data(), grad_z.data(), grad_bias.data(), 1, kPoints,
+                          Activation::kGelu);
 
   for (size_t i = 0; i < kPoints; ++i) {
     CAPTURE(points[i]);
@@ -410,7 +411,7 @@ TEST_CASE("ReLU backward passes the gradient where z > 0 and sums the bias gradi
   // grad_z aliases grad_out, as the model calls it.
   std::array<float, 6> grad{3.0f, 5.0f, 7.0f, 11.0f, 13.0f, 17.0f};
   std::array<float, 3> grad_bias{};
-  cpu().bias_act_backward(grad.data(), z.data(), grad.data(), grad_bias.data(), 2, 3, Activation::kRelu);
+  cpu().bias_act_backward(grad.data(), z.data(), out.data(), grad.data(), grad_bias.data(), 2, 3, Activation::kRelu);
   CHECK(grad == std::array<float, 6>{0.0f, 0.0f, 7.0f, 0.0f, 0.0f, 17.0f});  // relu'(0) = 0 as in PyTorch
   CHECK(grad_bias == std::array<float, 3>{0.0f, 0.0f, 24.0f});
 }
