@@ -19,6 +19,12 @@ std::vector<std::string> runs_under(const std::string& parent) {
   return runs;
 }
 
+// Runs under the working directory are shown relative to it, as the user named them.
+std::string shown_path(const std::string& path) {
+  const std::filesystem::path relative = std::filesystem::path(path).lexically_relative(std::filesystem::current_path());
+  return relative.empty() || relative.native().starts_with("..") ? path : relative.string();
+}
+
 std::string optional_text(const std::optional<double>& value) {
   return value ? fmt::format("{:.4f}", *value) : "-";
 }
@@ -51,7 +57,8 @@ void add_status_command(CLI::App& app) {
                "VAL_LOSS", "NOTE");
     for (const RunStatus& status : statuses) {
       std::string note = status.reason.empty() ? status.outcome : status.reason;
-      fmt::print("{:<32} {:>8} {:<10} {:>8} {:>8} {:>10} {:>10}  {}\n", status.run_dir, status.job_id, status.state,
+      fmt::print("{:<32} {:>8} {:<10} {:>8} {:>8} {:>10} {:>10}  {}\n", shown_path(status.run_dir), status.job_id,
+                 status.state,
                  status.restarts, status.step ? std::to_string(*status.step) : "-", optional_text(status.loss),
                  optional_text(status.val_loss), note);
     }

@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <stdexcept>
 
 #include "check.h"
 
@@ -93,7 +95,17 @@ void Comm::abort(int exit_code) {
 
 #else
 
-Comm::Comm(int*, char***) { hostnames_.push_back(this_host_name()); }
+// Started by a launcher as one of several ranks, a build without MPI would train that many
+// independent copies and race on one run directory; it refuses instead.
+Comm::Comm(int*, char***) {
+  for (const char* launcher_size : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS"}) {
+    const int ranks = environment_int(launcher_size, 1);
+    if (ranks > 1)
+      throw std::runtime_error("this trainctl-runtime was built without MPI (-Dmpi=disabled) but started as one of " +
+                               std::to_string(ranks) + " ranks (" + launcher_size + "); rebuild with MPI");
+  }
+  hostnames_.push_back(this_host_name());
+}
 Comm::~Comm() = default;
 void Comm::allreduce_sum(float*, size_t) {}
 void Comm::allreduce_sum(double*, size_t) {}

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "check.h"
@@ -31,7 +32,14 @@ int main(int argc, char** argv) {
   using namespace trainctl;
   // Before anything slow: a signal that arrives during start-up must still stop the run cleanly.
   install_stop_signal_handlers();
-  Comm comm(&argc, &argv);
+  std::unique_ptr<Comm> started;
+  try {
+    started = std::make_unique<Comm>(&argc, &argv);
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "trainctl-runtime: cannot start: {}\n", error.what());
+    return exit_code::kBadConfig;
+  }
+  Comm& comm = *started;
 
   CLI::App app{"trainctl-runtime: one rank of a trainctl training run"};
   RunPaths paths;

@@ -97,7 +97,8 @@ class Run {
         throw std::runtime_error(fmt::format("the training loss is {} at step {}; stopping without saving (the last "
                                              "checkpoint stays as it was)",
                                              last_loss_, step));
-      const bool stop = agreed[1] > 0.0;
+      // A signal on the last step needs no requeue: the run is done.
+      const bool stop = agreed[1] > 0.0 && step < spec_.train.steps;
 
       if (step % spec_.train.log_every == 0 || step == spec_.train.steps || stop) {
         const double seconds =

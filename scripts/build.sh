@@ -5,5 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
-[ -f build/build.ninja ] || meson setup build "$@" >/dev/null
+if [ ! -f build/build.ninja ]; then
+  meson setup build "$@" >/dev/null
+elif [ $# -gt 0 ]; then
+  meson configure build "$@"
+fi
 ninja -C build

@@ -4,6 +4,7 @@
 # with the weights of an uninterrupted run. A corrupted newest checkpoint is detected, and a
 # resume falls back to the one before it, with a warning.
 source "$(dirname "$0")/lib.sh"
+require_mpi
 make_data
 write_config crash.toml crash train.steps=30 checkpoint.every_steps=10
 write_config clean.toml clean train.steps=30 checkpoint.every_steps=10

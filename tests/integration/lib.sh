@@ -59,9 +59,15 @@ checkpoint_of() { echo "$1/checkpoints/$(printf 'step-%08d.h5' "$2")"; }
 # The numeric value of a top-level field in the last metrics line that has it.
 last_metric() { grep "\"$2\":" "$1/metrics.jsonl" | tail -n 1 | sed -E "s/.*\"$2\":([-0-9.e+]+).*/\1/"; }
 
+# Multi-rank tests need a runtime built with MPI (-Dmpi=disabled builds a single-process one).
+require_mpi() {
+  [ "${TRAINCTL_HAVE_MPI:-1}" = 1 ] || { echo "SKIP: this build has no MPI"; exit 77; }
+}
+
 # --- the local SLURM cluster -------------------------------------------------------------------
 
 require_cluster() {
+  require_mpi
   [ "$(id -u)" -eq 0 ] || { echo "SKIP: the local SLURM cluster needs root"; exit 77; }
   "$TRAINCTL_SOURCE_DIR/scripts/cluster.sh" up --nodes "$1" >/dev/null
 }

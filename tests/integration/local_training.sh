@@ -3,6 +3,7 @@
 # and 2 ranks x grad_accum 1 gives the weights of 1 rank x grad_accum 2 (same global batch)
 # to 1e-6 relative.
 source "$(dirname "$0")/lib.sh"
+require_mpi
 make_data
 write_config two_ranks.toml two-ranks train.grad_accum=1 train.steps=60
 write_config one_rank.toml one-rank train.grad_accum=2 train.steps=60
