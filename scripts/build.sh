@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
 if [ ! -f build/build.ninja ]; then
-  meson setup build "$@" >/dev/null
+  meson setup build "$@"
 elif [ $# -gt 0 ]; then
   meson configure build "$@"
 fi

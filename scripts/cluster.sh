@@ -214,11 +214,12 @@ cluster_healthy() {  # cluster_healthy N
 start_slurm() {  # start_slurm N
   local node
   mkdir -p "$CTLD_STATE" "$LOG_DIR"
-  slurmctld 9>&-
+  # A daemon that fails to start says why only in its log, so show the logs before giving up.
+  slurmctld 9>&- || { show_logs "$1"; die "slurmctld failed to start"; }
   for node in $(node_list "$1"); do
     mkdir -p "/var/spool/slurmd-$node" "$TMP_ROOT/$node"
     chmod 1777 "$TMP_ROOT/$node"  # like /tmp: jobs of any user write there
-    slurmd -N "$node" 9>&-
+    slurmd -N "$node" 9>&- || { show_logs "$1"; die "slurmd -N $node failed to start"; }
   done
 }
 

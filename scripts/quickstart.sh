@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
-scripts/build.sh >/dev/null
+echo "== building (log: build.log)"
+scripts/build.sh >build.log 2>&1 || { cat build.log; echo "quickstart: the build failed (above)" >&2; exit 1; }
 trainctl=build/cli/trainctl
 
 if ! timeout 10 sinfo -h >/dev/null 2>&1; then

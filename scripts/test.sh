@@ -7,7 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
-scripts/build.sh
+if ! scripts/build.sh; then
+  echo "test.sh: the build failed (above), so no test ran" >&2
+  exit 1
+fi
 trap 'scripts/cluster.sh down >/dev/null 2>&1 || true' EXIT
 
 meson_status=0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the real one-node cluster: trainctl submit runs a 2-rank job to completion through
-# sbatch and srun --mpi=pmix; status (table and --json) and logs report it; a second submit
-# to the same run directory is refused.
+# sbatch and srun --mpi=pmix; status (table, --json, and every run under runs/) and logs (also
+# followed) report it; a second submit to the same run directory is refused; cancel ends a
+# running job.
 source "$(dirname "$0")/lib.sh"
 require_cluster 1
 make_data
@@ -17,12 +18,24 @@ grep -q "\"job_id\":\"$job\",\"state\":\"COMPLETED\"" status.json || fail "statu
 grep -q '"step":40,"loss":' status.json || fail "status --json lacks step and loss"
 grep -q '"val_loss":' status.json || fail "status --json lacks val_loss"
 
+"$TRAINCTL" status | grep -qE "^runs/submit-test +$job +COMPLETED" || fail "status without arguments misses the run"
+
 "$TRAINCTL" logs runs/submit-test >log.txt
 grep -q "trainctl: training complete" log.txt || fail "the log lacks the completion line"
+# -f keeps following until stopped; what it printed by then is the whole log.
+timeout 2 "$TRAINCTL" logs runs/submit-test -f >followed.txt || [ $? -eq 124 ] || fail "logs -f failed"
+cmp -s log.txt followed.txt || fail "logs -f printed something else than logs"
 grep -q "step 40/40 | loss" log.txt || fail "the log lacks the progress lines"
 [ "$(cat runs/submit-test/job.outcome)" = completed ] || fail "job.outcome is not 'completed'"
 "$TRAINCTL" ckpt inspect runs/submit-test | grep -q "world_size 2, global_batch 64" || fail "checkpoint meta"
 
 if "$TRAINCTL" submit job.toml 2>refused.txt; then fail "a second submit reused the run directory"; fi
 grep -q "already holds a run; pass --resume" refused.txt || fail "unclear refusal: $(cat refused.txt)"
+
+write_config long.toml long-test train.steps=1000000 train.log_every=100
+long_job=$(submit long.toml)
+wait_for_step runs/long-test 100 60
+"$TRAINCTL" cancel runs/long-test | grep -qx "cancelled job $long_job" || fail "cancel did not confirm"
+wait_for_job "$long_job" 60 CANCELLED
+"$TRAINCTL" status runs/long-test | grep -qE "^runs/long-test +$long_job +CANCELLED" || fail "status after cancel"
 echo "PASS"
