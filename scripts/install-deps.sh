@@ -11,6 +11,7 @@ packages=(
   libcli11-dev libtomlplusplus-dev libfmt-dev doctest-dev
   libopenblas-dev
   slurm-wlm munge
+  procps  # pgrep: the cluster script and the tests watch daemons with it; minimal systems lack it
   python3 python3-torch python3-h5py
 )
 [[ "${1:-}" == "--bench" ]] && packages+=(bc)

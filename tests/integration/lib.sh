@@ -68,6 +68,8 @@ require_mpi() {
 
 require_cluster() {
   require_mpi
+  # wait_for_job's "is the old step gone?" check must not pass because pgrep is missing.
+  command -v pgrep >/dev/null || fail "pgrep is missing (scripts/install-deps.sh installs procps)"
   [ "$(id -u)" -eq 0 ] || { echo "SKIP: the local SLURM cluster needs root"; exit 77; }
   "$TRAINCTL_SOURCE_DIR/scripts/cluster.sh" up --nodes "$1" >/dev/null
 }
