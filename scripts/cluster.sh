@@ -133,6 +133,10 @@ ClusterName=trainctl-local
 SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 AuthType=auth/munge
+# A requeued job may start again only once its revoked credential has expired (default 120 s);
+# releasing it sooner (scontrol update StartTime=now) makes its next launch fail with "Job
+# credential revoked". 20 s keeps requeue tests short and is ample for launches on one machine.
+AuthInfo=cred_expire=20
 SlurmctldPort=6817
 StateSaveLocation=$CTLD_STATE
 SlurmctldPidFile=$RUN_DIR/slurmctld.pid

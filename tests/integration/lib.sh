@@ -68,17 +68,15 @@ require_mpi() {
 
 require_cluster() {
   require_mpi
-  # wait_for_job's "is the old step gone?" check must not pass because pgrep is missing.
-  command -v pgrep >/dev/null || fail "pgrep is missing (scripts/install-deps.sh installs procps)"
   [ "$(id -u)" -eq 0 ] || { echo "SKIP: the local SLURM cluster needs root"; exit 77; }
   "$TRAINCTL_SOURCE_DIR/scripts/cluster.sh" up --nodes "$1" >/dev/null
 }
 
 job_field() { scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1; }
 
-# wait_for_job JOB TIMEOUT STATE...: waits until the job is in one of STATE. A requeued job's
-# BeginTime hold (~2 minutes) is released as soon as its previous run's step daemons are gone
-# (SLURM holds it for them; a new step launched beside the old one's teardown fails).
+# wait_for_job JOB TIMEOUT STATE...: waits until the job is in one of STATE. A requeued job
+# waits ~20 s (AuthInfo=cred_expire in scripts/cluster.sh) before it runs again; releasing it
+# sooner makes its launch fail, so the tests let the hold run out.
 wait_for_job() {
   local job=$1 timeout=$2
   shift 2
@@ -86,10 +84,6 @@ wait_for_job() {
   while [ $SECONDS -lt $deadline ]; do
     state=$(job_field "$job" JobState)
     for wanted in "$@"; do [ "$state" = "$wanted" ] && return 0; done
-    if [ "$state" = PENDING ] && [ "$(job_field "$job" Reason)" = BeginTime ] &&
-      ! pgrep -f "^slurmstepd: \[$job\." >/dev/null; then
-      scontrol update JobId="$job" StartTime=now
-    fi
     sleep 0.5
   done
   scontrol show job "$job" >&2 || true
