@@ -159,8 +159,9 @@ ReturnToService=2
 MinJobAge=300
 KillWait=10
 MaxArraySize=1001
-# Default batch_sched_delay=3 lets a submitted batch job wait up to 3 s before it starts.
-SchedulerParameters=batch_sched_delay=0
+# Default batch_sched_delay=3 lets a submitted batch job wait up to 3 s before it starts, and a
+# requeued job whose hold ran out waits for the backfill pass, every 30 s by default.
+SchedulerParameters=batch_sched_delay=0,bf_interval=5
 # No mail on this machine; the default MailProg is missing and slurmctld logs an error.
 MailProg=/bin/true
 # Per-node PMIx scratch, so two slurmds on one host do not collide (see header).

@@ -4,6 +4,8 @@
 #include "job_spec.h"
 
 #include <regex>
+#include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -48,6 +50,36 @@ std::optional<std::string> optional_matching(TableReader& reader, std::string_vi
 }
 
 // SLURM takes a bare number as minutes, so an integer is accepted and kept as its decimal text.
+// A SLURM time limit in seconds: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (already validated).
+int64_t time_limit_seconds(const std::string& time) {
+  const size_t dash = time.find('-');
+  const int64_t days = dash == std::string::npos ? 0 : std::stoll(time.substr(0, dash));
+  std::vector<int64_t> fields;
+  std::stringstream rest(dash == std::string::npos ? time : time.substr(dash + 1));
+  for (std::string field; std::getline(rest, field, ':');) fields.push_back(std::stoll(field));
+  // Without days the fields are [M], [M, S] or [H, M, S]; with days, [H], [H, M] or [H, M, S].
+  static constexpr int64_t kUnitsWithoutDays[3][3] = {{60}, {60, 1}, {3600, 60, 1}};
+  static constexpr int64_t kUnitsWithDays[3][3] = {{3600}, {3600, 60}, {3600, 60, 1}};
+  const auto& units = dash == std::string::npos ? kUnitsWithoutDays[fields.size() - 1] : kUnitsWithDays[fields.size() - 1];
+  int64_t seconds = days * 86400;
+  for (size_t i = 0; i < fields.size(); ++i) seconds += fields[i] * units[i];
+  return seconds;
+}
+
+// slurmctld sends the --signal warning once now + grace + its periodic check interval (30 s)
+// reaches the end time, so a grace that long relative to the limit can signal a run as it starts.
+constexpr int64_t kSlurmTimeLimitCheckSeconds = 30;
+
+void check_signal_fits_time(TableReader& reader, const JobSpec& job) {
+  if (!job.time) return;
+  const int64_t limit = time_limit_seconds(*job.time);
+  if (job.signal_grace + kSlurmTimeLimitCheckSeconds < limit) return;
+  reader.fail(reader.has("signal_grace") ? "signal_grace" : "time",
+              fmt::format("signal_grace ({} s) plus SLURM's {} s time-limit check must be less than job.time ({} s), "
+                          "or every run may be signalled as it starts; lower signal_grace or raise time",
+                          job.signal_grace, kSlurmTimeLimitCheckSeconds, limit));
+}
+
 std::optional<std::string> parse_time(TableReader& reader, const toml::table& job_table) {
   const toml::node* node = job_table.get("time");
   if (node != nullptr && node->is_integer()) return std::to_string(reader.integer("time", std::nullopt, 1));
@@ -109,6 +141,7 @@ JobSpec parse_job_spec(const toml::table& root, const std::string& file) {
   job.time = parse_time(reader, job_table);
   job.signal = reader.choice("signal", {"TERM", "USR1", "USR2"}, job.signal);
   job.signal_grace = reader.integer("signal_grace", job.signal_grace, 1, kMaxSignalGraceSeconds);
+  check_signal_fits_time(reader, job);
   job.max_requeues = reader.integer("max_requeues", job.max_requeues, 0);
   job.constraint = optional_matching(reader, "constraint", kConstraint);
   job.exclude = optional_matching(reader, "exclude", kHostList);

@@ -155,6 +155,29 @@ TEST_CASE("constraint and exclude are limited to their SLURM syntax") {
         "(a host list such as \"n[1-4],gpu7\") (got \"n1;n2\")");
 }
 
+TEST_CASE("a signal grace that leaves no time to train before SLURM's warning is rejected") {
+  const std::string rule = " s time-limit check must be less than job.time (";
+  // time = 1 minute: default grace 120 s, reported at time since signal_grace was not written.
+  CHECK(error_of("[job]\nname = \"x\"\ntime = 1\n") ==
+        "job.toml:3:8: job.time: signal_grace (120 s) plus SLURM's 30 s time-limit check must be less than "
+        "job.time (60 s), or every run may be signalled as it starts; lower signal_grace or raise time");
+  CHECK(error_of("[job]\nname = \"x\"\ntime = 1\nsignal_grace = 45\n") ==
+        "job.toml:4:16: job.signal_grace: signal_grace (45 s) plus SLURM's 30 s time-limit check must be less "
+        "than job.time (60 s), or every run may be signalled as it starts; lower signal_grace or raise time");
+  CHECK(parse("[job]\nname = \"x\"\ntime = 1\nsignal_grace = 29\n").signal_grace == 29);
+  // Every time format converts to seconds: H:M:S, M:S, D-H, D-H:M.
+  CHECK(error_of("[job]\nname = \"x\"\ntime = \"0:02:00\"\nsignal_grace = 90\n").find("job.time (120 s)") !=
+        std::string::npos);
+  CHECK(error_of("[job]\nname = \"x\"\ntime = \"1:30\"\nsignal_grace = 60\n").find("job.time (90 s)") !=
+        std::string::npos);
+  CHECK(parse("[job]\nname = \"x\"\ntime = \"0-0:03\"\nsignal_grace = 149\n").signal_grace == 149);
+  CHECK(error_of("[job]\nname = \"x\"\ntime = \"0-0:03\"\nsignal_grace = 150\n").find("job.time (180 s)") !=
+        std::string::npos);
+  CHECK(parse("[job]\nname = \"x\"\ntime = \"1-0\"\nsignal_grace = 65535\n").time == "1-0");
+  CHECK(error_of("[job]\nname = \"x\"\ntime = \"0-1\"\nsignal_grace = 3570\n").find(rule + "3600 s)") !=
+        std::string::npos);
+}
+
 TEST_CASE("bad time and mem values say what SLURM accepts") {
   const std::string time_rule =
       "must be a SLURM time \"M\", \"M:S\", \"H:M:S\", \"D-H\", \"D-H:M\" or \"D-H:M:S\" (digits only), "

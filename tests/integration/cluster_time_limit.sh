@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A time limit on the real cluster: with --time=1 and a 45 s grace, SLURM signals each run 15
-# to 45 s in; each run saves and requeues, and the job ends completed after one or more
-# requeues with the weights of an uninterrupted run.
+# A time limit on the real cluster: with --time=1 and a 15 s grace, SLURM signals each run 15
+# to 45 s in (its time-limit check runs every 30 s); each run saves and requeues, and the job
+# ends completed after one or more requeues with the weights of an uninterrupted run.
 source "$(dirname "$0")/lib.sh"
 require_cluster 1
 make_data
@@ -12,7 +12,7 @@ write_config calibrate.toml calibrate "${settings[@]}" train.steps=400
 steps=$(awk -v seconds="$(last_metric runs/calibrate elapsed_s)" 'BEGIN { printf "%d", 400 / seconds * 75 }')
 echo "training for $steps steps (~75 s at this machine's speed)"
 settings+=(train.steps="$steps" checkpoint.every_steps=$((steps / 5)))
-write_config limited.toml limited job.time=1 job.signal_grace=45 job.max_requeues=10 "${settings[@]}"
+write_config limited.toml limited job.time=1 job.signal_grace=15 job.max_requeues=10 "${settings[@]}"
 write_config reference.toml reference "${settings[@]}"
 
 job=$(submit limited.toml)
