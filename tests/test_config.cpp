@@ -218,6 +218,11 @@ TEST_CASE("unknown keys and tables are reported with a suggestion") {
   CHECK(load_error(replace_line(kMinimalConfig, "[train]", "[trian]")) ==
         "FILE:11:1: trian: unknown table (did you mean [train]?)");
   CHECK(load_error(std::string(kMinimalConfig) + "\n[optimizer]\nlr = 1\n") == "FILE:15:1: optimizer: unknown table");
+  // A key before any table, and the earliest of several unknown entries in the file.
+  CHECK(load_error("steps = 5\n" + std::string(kMinimalConfig)) ==
+        "FILE:1:9: steps: unknown top-level key (keys belong in a table)");
+  CHECK(load_error(std::string(kMinimalConfig) + "\n[precision]\nx = 1\n[alpha]\ny = 2\n") ==
+        "FILE:15:1: precision: unknown table");
 }
 
 TEST_CASE("a TOML syntax error names its position") {
