@@ -1,4 +1,5 @@
 // trainctl render CONFIG [-o FILE]: prints the batch script submit would write; no side effects.
+// For a sweep: every array's script, and the task list on stderr.
 #include <fstream>
 
 #include <fmt/format.h>
@@ -8,12 +9,44 @@
 #include "errors.h"
 #include "render.h"
 #include "run_dir.h"
+#include "slurm_client.h"
+#include "sweep_submit.h"
 
 namespace trainctl {
 
 std::string batch_script(const Config& config, const RunDir& run_dir) {
   return render_batch_script(config.job, {run_dir.path(), runtime_executable()});
 }
+
+namespace {
+// The sweep's scripts, split at the cluster's MaxArraySize when SLURM answers, else at SLURM's
+// default; the task list goes to stderr so that stdout stays the scripts.
+std::string sweep_preview(const Config& config, const std::string& directory) {
+  const SweepPlan plan = plan_sweep(config);
+  int64_t max_array_size = kSlurmDefaultMaxArraySize;
+  try {
+    ProcessRunner runner;
+    max_array_size = SlurmClient(runner).max_array_size();
+  } catch (const SlurmError&) {
+    fmt::print(stderr, "note: SLURM is not reachable; splitting at its default MaxArraySize ({})\n", max_array_size);
+  }
+  std::vector<int64_t> tasks;
+  for (const SweepTask& task : plan.manifest.tasks) {
+    tasks.push_back(task.index);
+    fmt::print(stderr, "task {}: {}\n", task.index, describe_task(plan.manifest.parameters, task.values));
+  }
+  const std::vector<ArrayScript> scripts =
+      sweep_scripts(config.job, SweepDir(directory), tasks, plan.manifest.max_parallel, max_array_size);
+  std::string text;
+  for (size_t k = 0; k < scripts.size(); ++k) {
+    if (scripts.size() > 1)
+      text += fmt::format("{}# ---- array {} of {}: tasks {}..{} ----\n", k == 0 ? "" : "\n", k + 1, scripts.size(),
+                          scripts[k].tasks.front(), scripts[k].tasks.back());
+    text += scripts[k].text;
+  }
+  return text;
+}
+}  // namespace
 
 void add_render_command(CLI::App& app) {
   auto* command = app.add_subcommand("render", "print the sbatch script that submit would submit");
@@ -27,7 +60,7 @@ void add_render_command(CLI::App& app) {
   command->callback([options] {
     const Config config = load_config(options->config);
     const RunDir run_dir = chosen_run_dir(options->run_dir, config.job.name);
-    const std::string script = batch_script(config, run_dir);
+    const std::string script = config.sweep ? sweep_preview(config, run_dir.path()) : batch_script(config, run_dir);
     if (options->output.empty()) {
       fmt::print("{}", script);
       return;

@@ -50,8 +50,12 @@ void add_run_command(CLI::App& app) {
   command->add_flag("--resume", options->resume, "continue the run in an existing run directory");
   command->callback([options] {
     const Config config = load_config(options->config);
+    if (config.sweep)
+      throw UsageError(fmt::format("{} has a [sweep]; submit it, then run one task with `trainctl run "
+                                   "SWEEP/tasks/N/config.toml`",
+                                   options->config));
     const RunDir run_dir = chosen_run_dir(options->run_dir, config.job.name);
-    run_dir.prepare(resolved_config_text(config), options->resume);
+    run_dir.prepare(resolved_config_text(config.table, config.path), options->resume);
 
     // The same thread counts the batch script exports, unless the caller chose otherwise.
     const std::string threads = std::to_string(config.job.cpus_per_rank);

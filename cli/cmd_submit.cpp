@@ -1,15 +1,37 @@
-// trainctl submit CONFIG: creates the run directory and submits its batch script with sbatch.
+// trainctl submit CONFIG: creates the run directory and submits its batch script with sbatch;
+// a config with [sweep] becomes a sweep directory submitted as job arrays.
 #include <sys/stat.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "atomic_file.h"
 #include "commands.h"
 #include "config_file.h"
 #include "run_dir.h"
+#include "errors.h"
 #include "slurm_client.h"
+#include "sweep_submit.h"
 
 namespace trainctl {
+
+namespace {
+void submit_sweep(const Config& config, const std::string& directory) {
+  const SweepDir sweep(directory);
+  SweepPlan plan = plan_sweep(config);
+  ProcessRunner runner;
+  SlurmClient slurm(runner);
+  std::vector<int64_t> tasks;
+  for (const SweepTask& task : plan.manifest.tasks) tasks.push_back(task.index);
+  // Render first: a path that cannot go into the script must fail before anything is created.
+  const std::vector<ArrayScript> scripts =
+      sweep_scripts(config.job, sweep, tasks, plan.manifest.max_parallel, slurm.max_array_size());
+  create_sweep_dir(sweep, config, plan);
+  const std::vector<std::string> job_ids = submit_arrays(sweep, plan.manifest, scripts, "submit", slurm);
+  fmt::print("submitted sweep of {} tasks as job {}\nsweep directory: {}\n", tasks.size(), fmt::join(job_ids, ", "),
+             sweep.path());
+}
+}  // namespace
 
 void add_submit_command(CLI::App& app) {
   auto* command = app.add_subcommand("submit", "create the run directory and submit the job to SLURM");
@@ -23,10 +45,17 @@ void add_submit_command(CLI::App& app) {
   command->add_flag("--resume", options->resume, "continue the run in an existing run directory");
   command->callback([options] {
     const Config config = load_config(options->config);
+    if (config.sweep) {
+      if (options->resume)
+        throw UsageError("--resume continues one run; a sweep's failed tasks go again with `trainctl sweep resubmit "
+                         "SWEEP --failed`");
+      submit_sweep(config, chosen_run_dir(options->run_dir, config.job.name).path());
+      return;
+    }
     const RunDir run_dir = chosen_run_dir(options->run_dir, config.job.name);
     // Render first: a path that cannot go into the script must fail before anything is created.
     const std::string script = batch_script(config, run_dir);
-    run_dir.prepare(resolved_config_text(config), options->resume);
+    run_dir.prepare(resolved_config_text(config.table, config.path), options->resume);
     write_file_atomically(run_dir.script(), script);
     chmod(run_dir.script().c_str(), 0755);
     ProcessRunner runner;

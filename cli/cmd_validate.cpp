@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "config_file.h"
+#include "sweep_submit.h"
 
 namespace trainctl {
 
@@ -20,6 +21,11 @@ void add_validate_command(CLI::App& app) {
                *config_path, config.job.name, config.job.nodes, config.job.ranks_per_node, fmt::join(widths, "-"),
                config.run.train.steps,
                config.run.train.micro_batch * config.run.train.grad_accum * config.job.world_size());
+    if (!config.sweep) return;
+    // Expanding checks every task's config, not only each value on its own.
+    const SweepPlan plan = plan_sweep(config);
+    fmt::print("sweep: {} tasks over {}{}\n", plan.manifest.tasks.size(), fmt::join(plan.manifest.parameters, ", "),
+               config.sweep->max_parallel ? fmt::format(", at most {} at once", *config.sweep->max_parallel) : "");
   });
 }
 

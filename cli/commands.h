@@ -18,6 +18,7 @@ void add_cancel_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_data_command(CLI::App& app);
 void add_ckpt_command(CLI::App& app);
+void add_sweep_command(CLI::App& app);
 
 // The batch script of `config` for `run_dir` (render shows it, submit submits it).
 std::string batch_script(const Config& config, const RunDir& run_dir);

@@ -14,7 +14,7 @@
 namespace trainctl {
 
 namespace {
-const std::vector<std::string> kTopLevelTables{"job", "model", "data", "train", "checkpoint"};
+const std::vector<std::string> kTopLevelTables{"job", "model", "data", "train", "checkpoint", "sweep"};
 
 // The first (in file order) top-level entry that is not one of the known tables.
 void reject_unknown_tables(const toml::table& table, const std::string& path) {
@@ -43,16 +43,23 @@ Config load_config(const std::string& path) {
   reject_unknown_tables(config.table, path);
   config.job = parse_job_spec(config.table, path);
   config.run = parse_run_spec(config.table, path);
+  config.sweep = parse_sweep(config.table, path, [&](const toml::table& table) { check_config_table(table, path); });
   return config;
 }
 
-std::string resolved_config_text(const Config& config) {
-  toml::table resolved = config.table;
-  resolve_data_paths(resolved, std::filesystem::path(config.path).parent_path().string());
+void check_config_table(const toml::table& table, const std::string& file) {
+  parse_job_spec(table, file);
+  parse_run_spec(table, file);
+}
+
+std::string resolved_config_text(const toml::table& table, const std::string& config_path, const std::string& note) {
+  toml::table resolved = table;
+  resolve_data_paths(resolved, std::filesystem::path(config_path).parent_path().string());
   std::ostringstream text;
-  text << "# resolved by trainctl " << TRAINCTL_VERSION << " from " << std::filesystem::absolute(config.path).string()
-       << "\n"
-       << resolved << "\n";
+  text << "# resolved by trainctl " << TRAINCTL_VERSION << " from " << std::filesystem::absolute(config_path).string()
+       << "\n";
+  if (!note.empty()) text << "# " << note << "\n";
+  text << resolved << "\n";
   return text.str();
 }
 

@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 
 #include "job_spec.h"
+#include "sweep.h"
 #include "train_spec.h"
 
 namespace trainctl {
@@ -16,12 +17,17 @@ struct Config {
   toml::table table;
   JobSpec job;
   RunSpec run;
+  std::optional<SweepSpec> sweep;  // [sweep]: submit makes a job array of the tasks
 };
 
 // Throws ConfigError (exit 2) for any problem, naming file:line:col and the key.
 Config load_config(const std::string& path);
 
-// The config as the runtime will read it from the run directory: data paths made absolute.
-std::string resolved_config_text(const Config& config);
+// Checks `table`, a config read from `file`, as load_config does; throws ConfigError.
+void check_config_table(const toml::table& table, const std::string& file);
+
+// A config as the runtime will read it from its run directory: data paths made absolute
+// (relative ones are relative to `config_path`), headed by where it came from and `note`.
+std::string resolved_config_text(const toml::table& table, const std::string& config_path, const std::string& note = "");
 
 }  // namespace trainctl

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   add_run_command(app);
   add_data_command(app);
   add_ckpt_command(app);
+  add_sweep_command(app);
 
   auto fail = [](int code, const std::string& message) {
     fmt::print(stderr, "trainctl: {}\n", message);

@@ -19,20 +19,29 @@ RunDir::RunDir(std::string path) : path_(fs::absolute(path).lexically_normal().s
 
 bool RunDir::exists() const { return fs::exists(config()); }
 
-void RunDir::prepare(const std::string& resolved_config, bool resume) const {
+void RunDir::prepare(const std::string& resolved_config, bool resume, Durability durability) const {
   if (exists() && !resume)
     throw UsageError(fmt::format("run directory {} already holds a run; pass --resume to continue it, or choose "
                                  "another --run-dir",
                                  path_));
   if (!exists() && resume) throw UsageError(fmt::format("--resume: {} holds no run to resume", path_));
-  // A resubmitted run starts with a clean requeue record: the guards count within one submission.
-  fs::remove(outcome());
-  fs::remove(path_ + "/requeue.stalls");
-  fs::remove(path_ + "/completed.step");
+  reset_submission_record();
   fs::create_directories(logs());
   fs::create_directories(checkpoints());
-  write_file_atomically(config(), resolved_config);
+  if (durability == Durability::kSynced) {
+    write_file_atomically(config(), resolved_config);
+  } else {
+    std::ofstream out(config(), std::ios::binary | std::ios::trunc);
+    if (!(out << resolved_config).flush()) throw Failure(fmt::format("cannot write {}", config()));
+  }
   std::ofstream(metrics(), std::ios::app);
+}
+
+void RunDir::reset_submission_record() const {
+  fs::remove(outcome());
+  fs::remove(path_ + "/requeue.stalls");
+  fs::remove(requeue_count());
+  fs::remove(path_ + "/completed.step");
 }
 
 std::optional<std::string> RunDir::job_id() const { return read_first_line(job_id_file()); }

@@ -8,6 +8,7 @@
 //   progress.step    the step a resume starts from (written at every checkpoint)
 //   completed.step   the final step, written by the runtime when training is done
 //   requeue.stalls   the batch script's count of requeues without progress
+//   requeue.count    the batch script's count of requeues (SLURM_RESTART_COUNT) of this submission
 //   job.outcome      the batch script's final word: completed, failed: ..., stopped: ...
 #pragma once
 
@@ -29,11 +30,18 @@ class RunDir {
   std::string metrics() const { return path_ + "/metrics.jsonl"; }
   std::string progress() const { return path_ + "/progress.step"; }
   std::string outcome() const { return path_ + "/job.outcome"; }
+  std::string requeue_count() const { return path_ + "/requeue.count"; }
 
   bool exists() const;
   // Creates the layout with the resolved config. An existing run directory is refused unless
   // `resume`, in which case its checkpoints stay and training continues from them.
-  void prepare(const std::string& resolved_config, bool resume) const;
+  // Durability::kCallerSyncs leaves the fsync to the caller, who prepares many run directories
+  // (a sweep's tasks) and syncs the filesystem once.
+  enum class Durability { kSynced, kCallerSyncs };
+  void prepare(const std::string& resolved_config, bool resume, Durability durability = Durability::kSynced) const;
+  // Forgets how the last submission ended, keeping checkpoints and metrics: the requeue guards
+  // count within one submission.
+  void reset_submission_record() const;
   std::optional<std::string> job_id() const;
 
  private:

@@ -1,10 +1,12 @@
 // What is known about a run: SLURM's view of its job (scontrol, or squeue; never sacct, which
 // a cluster without slurmdbd lacks) joined with the run directory's own record of progress.
+// A sweep's tasks are runs too (sweep_status.h); only where SLURM's view comes from differs.
 #pragma once
 
 #include <optional>
 #include <string>
 
+#include "json_line.h"
 #include "run_dir.h"
 #include "slurm_client.h"
 
@@ -18,12 +20,32 @@ struct RunStatus {
   int restarts = 0;
   std::optional<int64_t> step;  // last logged step
   std::optional<double> loss;   // last logged train loss
-  std::optional<double> val_loss;
+  std::optional<double> val_loss;       // last validation loss
+  std::optional<double> best_val_loss;  // lowest validation loss of the run
   std::string outcome;    // job.outcome, once the batch script has finished
 };
+
+// SLURM's view of a job, when slurmctld still knows it.
+struct SlurmView {
+  std::string state;
+  std::string reason;
+  int restart_count = 0;
+};
+
+// What the run directory alone says: outcome, job id, requeues and metrics; no state yet.
+RunStatus read_run_record(const RunDir& run_dir);
+
+// Sets the state: SLURM's while the job is queued or running, else the outcome the batch script
+// wrote, else how SLURM saw it end (CANCELLED: the script never got to write one), else UNKNOWN.
+void settle_state(RunStatus& status, const std::optional<SlurmView>& slurm);
+
+// Queued or running, by SLURM's state: it may still finish.
+bool is_active_state(const std::string& state);
 
 RunStatus read_run_status(const RunDir& run_dir, SlurmClient& slurm);
 
 std::string run_status_json(const RunStatus& status);
+// Its fields, for the JSON of a bigger record (a sweep task's).
+JsonLine& add_run_status(JsonLine& line, const RunStatus& status);
 
 }  // namespace trainctl

@@ -25,13 +25,20 @@ std::string temporary_path_for(const std::string& final_path) {
   return (path.parent_path() / fmt::format(".{}.tmp-{}", path.filename().string(), getpid())).string();
 }
 
-void fsync_path(const std::string& path) {
+namespace {
+// Opens `path` and hands its descriptor to fsync or syncfs.
+void sync_through(const std::string& path, int (*sync)(int), const char* failure) {
   int fd = open(path.c_str(), O_RDONLY);
   if (fd < 0) fail_io("cannot open", path);
-  int result = fsync(fd);
+  int result = sync(fd);
   close(fd);
-  if (result != 0) fail_io("cannot fsync", path);
+  if (result != 0) fail_io(failure, path);
 }
+}  // namespace
+
+void fsync_path(const std::string& path) { sync_through(path, fsync, "cannot fsync"); }
+
+void sync_filesystem(const std::string& path) { sync_through(path, syncfs, "cannot sync the filesystem of"); }
 
 void publish_file(const std::string& temporary, const std::string& final_path) {
   fsync_path(temporary);

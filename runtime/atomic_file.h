@@ -15,4 +15,8 @@ void publish_file(const std::string& temporary, const std::string& final_path);
 
 void write_file_atomically(const std::string& path, const std::string& text);
 
+// Flushes everything written to the filesystem that holds `path` (syncfs): one call after
+// writing many files, instead of an fsync each.
+void sync_filesystem(const std::string& path);
+
 }  // namespace trainctl

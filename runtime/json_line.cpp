@@ -56,6 +56,12 @@ JsonLine& JsonLine::add(std::string_view key, std::string_view value) {
   return *this;
 }
 
+JsonLine& JsonLine::add(std::string_view key, const JsonLine& object) {
+  add_key(key);
+  body_ += object.str();
+  return *this;
+}
+
 std::optional<double> json_number(std::string_view line, std::string_view key) {
   size_t start = value_start(line, key);
   if (start == std::string_view::npos) return std::nullopt;

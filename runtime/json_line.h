@@ -1,6 +1,6 @@
 // Flat JSON objects on one line, the format of metrics.jsonl and the checkpoint sidecars:
 // a writer, and a reader for the number and string fields that tools (trainctl status) need.
-// Values are only numbers and strings, so no general JSON library is needed.
+// Values are numbers, strings and objects of them, so no general JSON library is needed.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@ class JsonLine {
   JsonLine& add(std::string_view key, double value);  // non-finite numbers become null
   JsonLine& add(std::string_view key, int64_t value);
   JsonLine& add(std::string_view key, std::string_view value);
+  JsonLine& add(std::string_view key, const JsonLine& object);  // a nested object
   std::string str() const { return "{" + body_ + "}"; }
 
  private:

@@ -18,6 +18,8 @@ class Rng {
   float uniform(float low, float high) {
     return low + (high - low) * static_cast<float>(engine_() >> 40) * (1.0f / 16777216.0f);
   }
+  // Uniform in [0, 1), from the top 53 bits: every double of the form k / 2^53.
+  double unit() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
   // Uniform integer in [0, bound), unbiased by rejection.
   uint64_t below(uint64_t bound) {
     const uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
@@ -29,7 +31,7 @@ class Rng {
   // Standard normal by Box-Muller, for synthetic data.
   double normal() {
     const double u1 = (static_cast<double>(engine_() >> 11) + 1.0) * 0x1.0p-53;
-    const double u2 = static_cast<double>(engine_() >> 11) * 0x1.0p-53;
+    const double u2 = unit();
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
   }
 
@@ -40,6 +42,7 @@ class Rng {
 // Stream ids, so that no two uses of one seed overlap.
 constexpr uint64_t kWeightInitStream = 1;
 constexpr uint64_t kSyntheticDataStream = 2;
+constexpr uint64_t kSweepSampleStream = 3;  // trainctl's random search (cli/sweep.cpp)
 constexpr uint64_t kEpochPermutationStream = 1000;  // + epoch
 
 }  // namespace trainctl

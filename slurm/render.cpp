@@ -8,8 +8,10 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "exit_codes.h"
+#include "job_array.h"
 
 namespace trainctl {
 
@@ -17,11 +19,18 @@ namespace {
 
 // Fixed text, so no config value can reach it unquoted: it only reads the shell variables set
 // in front of it (TRAINCTL_RUN_DIR, runtime, max_requeues, saved_requeue_code). An array task
-// is requeued as <array job>_<task>, the id squeue shows for it.
+// is requeued as <array job>_<array index>, the id squeue shows for it, so it requeues alone.
 constexpr std::string_view kRunSection = R"bash(run_dir="$TRAINCTL_RUN_DIR"
 restart_count="${SLURM_RESTART_COUNT:-0}"
 requeue_target="${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}}"
 requeue_target="${requeue_target:-$SLURM_JOB_ID}"
+if [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then
+  # An array task keeps its job id and its log in its own run directory, as a single job does.
+  echo "$requeue_target" > "$run_dir/job_id"
+  exec >>"$run_dir/logs/slurm-$requeue_target.out" 2>&1
+fi
+# The requeue count outlives the job's record in slurmctld (MinJobAge), for `sweep status`.
+echo "$restart_count" > "$run_dir/requeue.count"
 
 # A count kept in a file; anything but digits (a missing or half-written file) reads as 0.
 read_count() {
@@ -137,11 +146,25 @@ std::string render_batch_script(const JobSpec& job, const RenderInputs& inputs) 
   script += fmt::format("#SBATCH --signal={}@{}\n", job.signal, job.signal_grace);
   script += "#SBATCH --requeue\n";
   script += "#SBATCH --open-mode=append\n";
-  script += fmt::format("#SBATCH --output={}/logs/slurm-%j.out\n", inputs.run_dir);
+  if (inputs.array) {
+    script += fmt::format("#SBATCH --array={}\n", array_option(inputs.array->tasks.size(), inputs.array->max_parallel));
+    // Only what happens before a task reaches its run directory lands here.
+    script += fmt::format("#SBATCH --output={}/logs/array-%A_%a.out\n", inputs.run_dir);
+  } else {
+    script += fmt::format("#SBATCH --output={}/logs/slurm-%j.out\n", inputs.run_dir);
+  }
 
   // Not -e: the run section needs srun's exit code.
   script += "\nset -uo pipefail\n\n";
-  script += fmt::format("export TRAINCTL_RUN_DIR={}\n", shell_quote(inputs.run_dir));
+  if (inputs.array) {
+    script += fmt::format("export TRAINCTL_SWEEP_DIR={}\n", shell_quote(inputs.run_dir));
+    script += "# Array index -> sweep task; manifest.toml in the sweep directory has each task's parameters.\n";
+    script += fmt::format("task_of_array_index=({})\n", fmt::join(inputs.array->tasks, " "));
+    script += "task=\"${task_of_array_index[${SLURM_ARRAY_TASK_ID:?this script runs as a job array}]}\"\n";
+    script += "export TRAINCTL_RUN_DIR=\"$TRAINCTL_SWEEP_DIR/tasks/$task\"\n";
+  } else {
+    script += fmt::format("export TRAINCTL_RUN_DIR={}\n", shell_quote(inputs.run_dir));
+  }
   script += fmt::format("export OMP_NUM_THREADS={}\n", job.cpus_per_rank);
   script += fmt::format("export OPENBLAS_NUM_THREADS={}\n", job.cpus_per_rank);
   for (const auto& [name, value] : job.env) script += fmt::format("export {}={}\n", name, shell_quote(value));

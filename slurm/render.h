@@ -2,18 +2,31 @@
 // runs. The script asks SLURM for the resources, exports the job's environment, runs the user's
 // setup lines, srun's one runtime rank per slot, and requeues its own job when the runtime
 // saved after a signal (exit_code::kSavedRequeue), guarded against endless requeue loops.
+// A sweep's script is a job array: each task finds its own run directory from its array index
+// and requeues only itself.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "job_spec.h"
 
 namespace trainctl {
 
+// The tasks of one job array: array index i runs the sweep task tasks[i], in the run directory
+// <sweep dir>/tasks/<task>.
+struct ArrayTasks {
+  std::vector<int64_t> tasks;
+  std::optional<int64_t> max_parallel;  // array tasks running at once
+};
+
 struct RenderInputs {
-  std::string run_dir;       // absolute path of the run directory
+  std::string run_dir;       // absolute path of the run directory, or of the sweep directory
   std::string runtime_path;  // absolute path of the trainctl-runtime executable
+  std::optional<ArrayTasks> array = std::nullopt;  // a job array (a sweep) instead of one job
 };
 
 // POSIX single-quoting: the result is one shell word whose value is exactly `value`

@@ -13,8 +13,6 @@ namespace trainctl {
 
 namespace {
 
-constexpr int kSlurmDefaultMaxArraySize = 1001;
-
 std::string_view trim(std::string_view text) {
   constexpr std::string_view kSpace = " \t\r\n";
   size_t begin = text.find_first_not_of(kSpace);
@@ -23,6 +21,16 @@ std::string_view trim(std::string_view text) {
 }
 
 std::string_view first_line(std::string_view text) { return trim(text.substr(0, text.find('\n'))); }
+
+std::vector<std::string_view> lines_of(std::string_view text) {
+  std::vector<std::string_view> lines;
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = std::min(text.find('\n', begin), text.size());
+    lines.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return lines;
+}
 
 std::optional<int> parse_int(std::string_view text) {
   int value = 0;
@@ -83,16 +91,22 @@ JobInfo parse_scontrol_job(std::string_view line) {
   return info;
 }
 
-// One line of squeue -o "%i|%T|%r|%M|%N".
-JobInfo parse_squeue_job(std::string_view line) {
+std::vector<std::string> squeue_fields(std::string_view line, size_t expected) {
   std::vector<std::string> fields;
   for (size_t begin = 0;;) {
     size_t end = line.find('|', begin);
-    fields.emplace_back(line.substr(begin, end - begin));
+    fields.emplace_back(trim(line.substr(begin, end - begin)));
     if (end == std::string_view::npos) break;
     begin = end + 1;
   }
-  if (fields.size() != 5) throw SlurmError(fmt::format("squeue: expected 5 '|'-separated fields, got: {}", line));
+  if (fields.size() != expected)
+    throw SlurmError(fmt::format("squeue: expected {} '|'-separated fields, got: {}", expected, line));
+  return fields;
+}
+
+// One line of squeue -o "%i|%T|%r|%M|%N".
+JobInfo parse_squeue_job(std::string_view line) {
+  std::vector<std::string> fields = squeue_fields(line, 5);
   JobInfo info;
   info.job_id = fields[0];
   info.state = fields[1];
@@ -106,8 +120,11 @@ JobInfo parse_squeue_job(std::string_view line) {
 
 SlurmClient::SlurmClient(CommandRunner& runner) : runner_(runner) {}
 
-std::string SlurmClient::submit(const std::string& script_path) {
-  CommandResult result = run_checked(runner_, {"sbatch", "--parsable", script_path});
+std::string SlurmClient::submit(const std::string& script_path, const std::vector<std::string>& options) {
+  std::vector<std::string> argv{"sbatch", "--parsable"};
+  argv.insert(argv.end(), options.begin(), options.end());
+  argv.push_back(script_path);
+  CommandResult result = run_checked(runner_, argv);
   std::string_view line = first_line(result.out);
   std::string_view job_id = line.substr(0, line.find(';'));
   if (job_id.empty()) throw SlurmError(fmt::format("sbatch --parsable {} printed no job id", script_path));
@@ -128,16 +145,41 @@ std::optional<JobInfo> SlurmClient::job(const std::string& job_id) {
   return parse_squeue_job(first_line(queued.out));
 }
 
+std::vector<ArrayTaskInfo> SlurmClient::array_tasks(const std::vector<std::string>& array_job_ids) {
+  if (array_job_ids.empty()) return {};
+  // -O pads each field to its width; '|' ends a field. -o has no restart count.
+  std::vector<std::string> argv = {"squeue", "-h", "-r", "-t", "all", "-j", fmt::format("{}", fmt::join(array_job_ids, ",")),
+                                   "-O", "JobArrayID:40|,State:24|,RestartCnt:8|,Reason:80"};
+  CommandResult result = runner_.run(argv);
+  if (result.exit_code != 0 && is_unknown_job(result)) return {};
+  if (result.exit_code != 0) throw command_error(argv, result);
+  std::vector<ArrayTaskInfo> tasks;
+  for (std::string_view line : lines_of(result.out)) {
+    line = trim(line);
+    if (line.empty()) continue;
+    std::vector<std::string> fields = squeue_fields(line, 4);
+    const size_t underscore = fields[0].find('_');
+    if (underscore == std::string::npos) continue;  // not an array task
+    ArrayTaskInfo task;
+    task.array_job_id = fields[0].substr(0, underscore);
+    std::optional<int> index = parse_int(std::string_view(fields[0]).substr(underscore + 1));
+    std::optional<int> restarts = parse_int(fields[2]);
+    if (!index || !restarts) throw SlurmError(fmt::format("squeue: unexpected array task line: {}", line));
+    task.array_index = *index;
+    task.state = fields[1];
+    task.reason = fields[3];
+    task.restart_count = *restarts;
+    tasks.push_back(std::move(task));
+  }
+  return tasks;
+}
+
 void SlurmClient::cancel(const std::string& job_id) { run_checked(runner_, {"scancel", job_id}); }
 
 std::map<std::string, std::string> SlurmClient::config() {
   CommandResult result = run_checked(runner_, {"scontrol", "show", "config"});
   std::map<std::string, std::string> values;
-  std::string_view text = result.out;
-  for (size_t begin = 0; begin < text.size();) {
-    size_t end = std::min(text.find('\n', begin), text.size());
-    std::string_view line = text.substr(begin, end - begin);
-    begin = end + 1;
+  for (std::string_view line : lines_of(result.out)) {
     // Headings ("Configuration data as of ...", "MPI Plugins Configuration:") have no '='.
     size_t equals = line.find('=');
     if (equals == std::string_view::npos || trim(line.substr(0, equals)).empty()) continue;

@@ -3,10 +3,12 @@
 // without slurmdbd has none.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "command_runner.h"
 
@@ -29,16 +31,32 @@ struct JobInfo {
   std::string exit_code;  // "status:signal", e.g. "0:0"; empty when only squeue knew the job
 };
 
+// One task of a job array as squeue lists it (-r: one line per task, pending ones too).
+struct ArrayTaskInfo {
+  std::string array_job_id;  // the id sbatch printed for the array
+  int64_t array_index = 0;
+  std::string state;
+  std::string reason;
+  int restart_count = 0;
+};
+
+// SLURM's MaxArraySize when slurm.conf does not set it.
+constexpr int kSlurmDefaultMaxArraySize = 1001;
+
 // Every method throws SlurmError when its command fails.
 class SlurmClient {
  public:
   explicit SlurmClient(CommandRunner& runner);
 
-  // `sbatch --parsable <path>`; returns the job id, without the ";<cluster>" sbatch may append.
-  std::string submit(const std::string& script_path);
+  // `sbatch --parsable [options] <path>`; returns the job id, without the ";<cluster>" sbatch may
+  // append.
+  std::string submit(const std::string& script_path, const std::vector<std::string>& options = {});
   // `scontrol show job -o <id>`, falling back to squeue when scontrol does not know the id;
   // nullopt when neither does. For an array job's id, the first task scontrol lists.
   std::optional<JobInfo> job(const std::string& job_id);
+  // Every task of the given arrays that slurmctld still knows, finished ones included, from one
+  // squeue call; ids it no longer knows (purged MinJobAge after they ended) are left out.
+  std::vector<ArrayTaskInfo> array_tasks(const std::vector<std::string>& array_job_ids);
   // `scancel <id>`.
   void cancel(const std::string& job_id);
   // `scontrol show config` as key/value pairs.

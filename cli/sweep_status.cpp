@@ -1,0 +1,77 @@
+// What is known about a sweep: see sweep_status.h.
+#include "sweep_status.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace trainctl {
+
+std::vector<TaskStatus> read_sweep_status(const SweepDir& sweep, const SweepManifest& manifest, SlurmClient& slurm) {
+  std::vector<std::string> job_ids;
+  std::map<std::string, size_t> array_of_job;  // array job id -> position in the manifest
+  for (size_t a = 0; a < manifest.arrays.size(); ++a) {
+    if (manifest.arrays[a].job_id.empty()) continue;
+    job_ids.push_back(manifest.arrays[a].job_id);
+    array_of_job[manifest.arrays[a].job_id] = a;
+  }
+
+  std::vector<std::optional<SlurmView>> views(manifest.tasks.size());
+  std::vector<size_t> view_array(manifest.tasks.size(), 0);
+  std::string unreachable;
+  std::vector<ArrayTaskInfo> queued;
+  try {
+    queued = slurm.array_tasks(job_ids);
+  } catch (const SlurmError&) {
+    unreachable = "SLURM is not reachable";
+  }
+  for (const ArrayTaskInfo& info : queued) {
+    auto found = array_of_job.find(info.array_job_id);
+    if (found == array_of_job.end()) continue;
+    const ManifestArray& array = manifest.arrays[found->second];
+    if (info.array_index < 0 || info.array_index >= static_cast<int64_t>(array.tasks.size())) continue;
+    const auto task = static_cast<size_t>(array.tasks[static_cast<size_t>(info.array_index)]);
+    if (views[task] && view_array[task] > found->second) continue;
+    views[task] = SlurmView{info.state, info.reason, info.restart_count};
+    view_array[task] = found->second;
+  }
+
+  std::vector<TaskStatus> statuses;
+  statuses.reserve(manifest.tasks.size());
+  for (const SweepTask& task : manifest.tasks) {
+    TaskStatus status{task.index, read_run_record(sweep.task(task.index))};
+    settle_state(status.run, views[static_cast<size_t>(task.index)]);
+    if (!unreachable.empty()) status.run.reason = unreachable;
+    statuses.push_back(std::move(status));
+  }
+  return statuses;
+}
+
+bool needs_resubmission(const TaskStatus& status) {
+  return status.run.state != "COMPLETED" && !is_active_state(status.run.state);
+}
+
+RankMetric default_rank_metric(const std::vector<TaskStatus>& statuses) {
+  const bool any_validation = std::any_of(statuses.begin(), statuses.end(),
+                                          [](const TaskStatus& status) { return status.run.best_val_loss.has_value(); });
+  return any_validation ? RankMetric::kBestValLoss : RankMetric::kLoss;
+}
+
+std::optional<double> metric_of(const TaskStatus& status, RankMetric metric) {
+  switch (metric) {
+    case RankMetric::kBestValLoss: return status.run.best_val_loss;
+    case RankMetric::kLoss: return status.run.loss;
+    case RankMetric::kTask: return static_cast<double>(status.task);
+  }
+  return std::nullopt;
+}
+
+void rank_tasks(std::vector<TaskStatus>& statuses, RankMetric metric) {
+  std::stable_sort(statuses.begin(), statuses.end(), [&](const TaskStatus& a, const TaskStatus& b) {
+    const std::optional<double> x = metric_of(a, metric), y = metric_of(b, metric);
+    return std::make_tuple(!x.has_value(), x.value_or(0.0), a.task) <
+           std::make_tuple(!y.has_value(), y.value_or(0.0), b.task);
+  });
+}
+
+}  // namespace trainctl

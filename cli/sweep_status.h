@@ -1,0 +1,34 @@
+// What is known about a sweep: each task's run status, with SLURM's view of every array task
+// from one squeue call (never sacct), and the tasks ranked by a metric.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "run_status.h"
+#include "slurm_client.h"
+#include "sweep_dir.h"
+
+namespace trainctl {
+
+struct TaskStatus {
+  int64_t task = 0;
+  RunStatus run;
+};
+
+// In task order. A task submitted more than once (resubmit) takes SLURM's view from its newest
+// array.
+std::vector<TaskStatus> read_sweep_status(const SweepDir& sweep, const SweepManifest& manifest, SlurmClient& slurm);
+
+// Neither queued, running nor completed: what `sweep resubmit --failed` runs again.
+bool needs_resubmission(const TaskStatus& status);
+
+enum class RankMetric { kBestValLoss, kLoss, kTask };
+// Best validation loss when any task has one, else the last train loss.
+RankMetric default_rank_metric(const std::vector<TaskStatus>& statuses);
+std::optional<double> metric_of(const TaskStatus& status, RankMetric metric);
+// Ascending by the metric, tasks without it last, ties by task index.
+void rank_tasks(std::vector<TaskStatus>& statuses, RankMetric metric);
+
+}  // namespace trainctl

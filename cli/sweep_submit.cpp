@@ -1,0 +1,94 @@
+// Submitting a sweep: see sweep_submit.h.
+#include "sweep_submit.h"
+
+#include <sys/stat.h>
+
+#include <ctime>
+#include <filesystem>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include "atomic_file.h"
+#include "commands.h"
+#include "errors.h"
+#include "job_array.h"
+#include "render.h"
+
+namespace trainctl {
+
+namespace fs = std::filesystem;
+
+SweepPlan plan_sweep(const Config& config) {
+  const SweepSpec& sweep = *config.sweep;
+  SweepPlan plan;
+  SweepManifest& manifest = plan.manifest;
+  manifest.name = config.job.name;
+  manifest.config = fs::absolute(config.path).string();
+  manifest.parameters = sweep.paths();
+  manifest.samples = sweep.samples;
+  manifest.seed = static_cast<int64_t>(sweep.seed);
+  manifest.max_parallel = sweep.max_parallel;
+  manifest.tasks = expand_sweep(sweep);
+  const std::vector<toml::table> tables = checked_task_configs(
+      config.table, sweep, manifest.tasks, [&](const toml::table& table) { check_config_table(table, config.path); });
+  plan.task_configs.reserve(tables.size());
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const std::string note = fmt::format("task {} of sweep \"{}\": {}", i, manifest.name,
+                                         describe_task(manifest.parameters, manifest.tasks[i].values));
+    plan.task_configs.push_back(resolved_config_text(tables[i], config.path, note));
+  }
+  return plan;
+}
+
+std::vector<ArrayScript> sweep_scripts(const JobSpec& job, const SweepDir& sweep, const std::vector<int64_t>& tasks,
+                                       std::optional<int64_t> max_parallel, int64_t max_array_size) {
+  std::vector<ArrayScript> scripts;
+  for (std::vector<int64_t>& array : split_into_arrays(tasks, max_array_size)) {
+    std::string text = render_batch_script(job, {sweep.path(), runtime_executable(), ArrayTasks{array, max_parallel}});
+    scripts.push_back({std::move(array), std::move(text)});
+  }
+  return scripts;
+}
+
+void create_sweep_dir(const SweepDir& sweep, const Config& config, const SweepPlan& plan) {
+  if (sweep.exists())
+    throw UsageError(fmt::format("{} already holds a sweep; resubmit its failed tasks with `trainctl sweep resubmit {} "
+                                 "--failed`, or choose another --run-dir",
+                                 sweep.path(), sweep.path()));
+  fs::create_directories(sweep.logs());
+  fs::create_directories(sweep.path() + "/arrays");
+  for (size_t i = 0; i < plan.task_configs.size(); ++i)
+    sweep.task(static_cast<int64_t>(i)).prepare(plan.task_configs[i], /*resume=*/false, RunDir::Durability::kCallerSyncs);
+  fs::copy_file(config.path, sweep.config(), fs::copy_options::overwrite_existing);
+  sync_filesystem(sweep.path());
+  write_manifest(sweep, plan.manifest);
+}
+
+std::vector<std::string> submit_arrays(const SweepDir& sweep, SweepManifest& manifest,
+                                       const std::vector<ArrayScript>& scripts, const std::string& reason,
+                                       SlurmClient& slurm) {
+  std::vector<std::string> job_ids;
+  for (const ArrayScript& script : scripts) {
+    ManifestArray array;
+    array.tasks = script.tasks;
+    array.reason = reason;
+    const std::string script_path = sweep.array_script(manifest.arrays.size());
+    array.script = fs::path(script_path).lexically_relative(sweep.path()).string();
+    write_file_atomically(script_path, script.text);
+    chmod(script_path.c_str(), 0755);
+    std::vector<std::string> options;
+    if (manifest.max_parallel && !job_ids.empty()) {
+      array.after = job_ids.back();
+      options.push_back("--dependency=afterany:" + array.after);
+    }
+    array.submitted = fmt::format("{:%FT%TZ}", fmt::gmtime(std::time(nullptr)));
+    array.job_id = slurm.submit(script_path, options);
+    job_ids.push_back(array.job_id);
+    manifest.arrays.push_back(std::move(array));
+    write_manifest(sweep, manifest);
+  }
+  return job_ids;
+}
+
+}  // namespace trainctl

@@ -1,0 +1,45 @@
+// Submitting a sweep: its tasks' run directories and manifest created from the expanded config,
+// then the tasks submitted as job arrays, split at the cluster's MaxArraySize, each array
+// recorded in the manifest as soon as sbatch accepts it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config_file.h"
+#include "job_spec.h"
+#include "slurm_client.h"
+#include "sweep_dir.h"
+
+namespace trainctl {
+
+// The expanded sweep: its manifest (no arrays yet) and each task's resolved config text.
+struct SweepPlan {
+  SweepManifest manifest;
+  std::vector<std::string> task_configs;
+};
+
+// Throws ConfigError when a task's config is invalid.
+SweepPlan plan_sweep(const Config& config);
+
+struct ArrayScript {
+  std::vector<int64_t> tasks;  // array index i runs tasks[i]
+  std::string text;
+};
+
+// The batch scripts that run `tasks` as arrays of at most `max_array_size` tasks each.
+std::vector<ArrayScript> sweep_scripts(const JobSpec& job, const SweepDir& sweep, const std::vector<int64_t>& tasks,
+                                       std::optional<int64_t> max_parallel, int64_t max_array_size);
+
+// Writes the sweep directory: every task's run directory, sweep.toml and, last, the manifest,
+// whose presence marks a complete sweep directory. Refuses a directory that holds a sweep.
+void create_sweep_dir(const SweepDir& sweep, const Config& config, const SweepPlan& plan);
+
+// Submits the arrays of sweep_scripts, appending each to `manifest` and rewriting it after every
+// sbatch. With max_parallel, each array waits for the one before (afterany), so the limit holds
+// for the whole sweep. Returns the job ids.
+std::vector<std::string> submit_arrays(const SweepDir& sweep, SweepManifest& manifest,
+                                       const std::vector<ArrayScript>& scripts, const std::string& reason,
+                                       SlurmClient& slurm);
+
+}  // namespace trainctl
