@@ -125,8 +125,10 @@ class SweepReader {
     SweepParameter parameter;
     parameter.path = written.path;
     parameter.position = position_of(node, file_);
+    // The values as written: a copied node loses its source position, which errors point at.
+    const toml::array* written_values = nullptr;
     if (node.is_array()) {
-      parameter.values = nonempty_list(written.path, node, "a grid");
+      written_values = &nonempty_list(written.path, node, "a grid");
     } else if (is_distribution(node)) {
       // The iterator owns the pair it points at, so it must outlive `body`.
       const auto only = node.as_table()->begin();
@@ -134,10 +136,10 @@ class SweepReader {
       const toml::node& body = only->second;
       if (distribution == "choice") {
         parameter.kind = SweepParameter::Kind::kChoice;
-        parameter.values = nonempty_list(written.path, body, "choice");
+        written_values = &nonempty_list(written.path, body, "choice");
       } else {
         parameter.kind = distribution == "uniform" ? SweepParameter::Kind::kUniform : SweepParameter::Kind::kLogUniform;
-        parameter.values = range(written.path, distribution, body);
+        written_values = &range(written.path, distribution, body);
       }
     } else if (const toml::table* table = node.as_table(); table != nullptr && table->size() == 1) {
       const std::string name(table->begin()->first.str());
@@ -147,11 +149,12 @@ class SweepReader {
     } else {
       fail(written.path, node, kValueForms);
     }
-    for (const toml::node& value : parameter.values) check_value(written.path, value);
+    parameter.values = *written_values;
+    for (const toml::node& value : *written_values) check_value(written.path, value);
     return parameter;
   }
 
-  toml::array range(const std::string& path, const std::string& distribution, const toml::node& body) const {
+  const toml::array& range(const std::string& path, const std::string& distribution, const toml::node& body) const {
     const toml::array* bounds = body.as_array();
     if (bounds == nullptr || bounds->size() != 2 || !(*bounds)[0].is_number() || !(*bounds)[1].is_number())
       fail(path, body, fmt::format("{} takes [low, high], two numbers", distribution));

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace trainctl {
@@ -10,14 +11,17 @@ namespace trainctl {
 std::vector<TaskStatus> read_sweep_status(const SweepDir& sweep, const SweepManifest& manifest, SlurmClient& slurm) {
   std::vector<std::string> job_ids;
   std::map<std::string, size_t> array_of_job;  // array job id -> position in the manifest
+  // Each task's newest array: a resubmitted task's state is that of its newest run.
+  std::vector<std::optional<size_t>> newest_array(manifest.tasks.size());
   for (size_t a = 0; a < manifest.arrays.size(); ++a) {
     if (manifest.arrays[a].job_id.empty()) continue;
     job_ids.push_back(manifest.arrays[a].job_id);
     array_of_job[manifest.arrays[a].job_id] = a;
+    for (int64_t task : manifest.arrays[a].tasks) newest_array[static_cast<size_t>(task)] = a;
   }
 
   std::vector<std::optional<SlurmView>> views(manifest.tasks.size());
-  std::vector<size_t> view_array(manifest.tasks.size(), 0);
+  std::set<size_t> arrays_known;  // arrays slurmctld still has a record of
   std::string unreachable;
   std::vector<ArrayTaskInfo> queued;
   try {
@@ -28,19 +32,22 @@ std::vector<TaskStatus> read_sweep_status(const SweepDir& sweep, const SweepMani
   for (const ArrayTaskInfo& info : queued) {
     auto found = array_of_job.find(info.array_job_id);
     if (found == array_of_job.end()) continue;
+    arrays_known.insert(found->second);
     const ManifestArray& array = manifest.arrays[found->second];
     if (info.array_index < 0 || info.array_index >= static_cast<int64_t>(array.tasks.size())) continue;
     const auto task = static_cast<size_t>(array.tasks[static_cast<size_t>(info.array_index)]);
-    if (views[task] && view_array[task] > found->second) continue;
-    views[task] = SlurmView{info.state, info.reason, info.restart_count};
-    view_array[task] = found->second;
+    if (newest_array[task] == found->second) views[task] = SlurmView{info.state, info.reason, info.restart_count};
   }
-
   std::vector<TaskStatus> statuses;
   statuses.reserve(manifest.tasks.size());
   for (const SweepTask& task : manifest.tasks) {
+    const auto index = static_cast<size_t>(task.index);
     TaskStatus status{task.index, read_run_record(sweep.task(task.index))};
-    settle_state(status.run, views[static_cast<size_t>(task.index)]);
+    // A task cancelled while still pending leaves no record of its own, but its array keeps one
+    // while other tasks of it are known; a task that started has written its job id.
+    if (!views[index] && status.run.job_id.empty() && newest_array[index] && arrays_known.count(*newest_array[index]))
+      views[index] = SlurmView{"CANCELLED", "cancelled before it started", 0};
+    settle_state(status.run, views[index]);
     if (!unreachable.empty()) status.run.reason = unreachable;
     statuses.push_back(std::move(status));
   }
