@@ -61,8 +61,7 @@ void print_table(const SweepDir& sweep, const SweepManifest& manifest, const std
   for (const TaskStatus& status : ranked) ++counts[status.run.state];
   std::vector<std::string> tally;
   for (const auto& [state, count] : counts) tally.push_back(fmt::format("{} {}", count, state));
-  std::vector<std::string> job_ids;
-  for (const ManifestArray& array : manifest.arrays) job_ids.push_back(array.job_id);
+  const std::vector<std::string> job_ids = array_job_ids(manifest);
   fmt::print("sweep \"{}\" in {}: {} tasks ({}); arrays: {}; ranked by {}\n", manifest.name, sweep.path(),
              manifest.tasks.size(), fmt::join(tally, ", "), job_ids.empty() ? "none" : fmt::format("{}", fmt::join(job_ids, ", ")),
              metric_name(metric));
@@ -116,7 +115,13 @@ void add_status_subcommand(CLI::App& sweep_command) {
     const SweepManifest manifest = read_manifest(sweep);
     ProcessRunner runner;
     SlurmClient slurm(runner);
-    std::vector<TaskStatus> statuses = read_sweep_status(sweep, manifest, slurm);
+    std::optional<std::vector<ArrayTaskInfo>> queued;
+    try {
+      queued = slurm.array_tasks(array_job_ids(manifest));
+    } catch (const SlurmError&) {
+      // The table still shows what the run directories know.
+    }
+    std::vector<TaskStatus> statuses = read_sweep_status(sweep, manifest, queued);
     const RankMetric metric = options->sort.empty() ? default_rank_metric(statuses) : kRankMetrics.at(options->sort);
     rank_tasks(statuses, metric);
     if (options->json)
@@ -140,8 +145,10 @@ void add_resubmit_subcommand(CLI::App& sweep_command) {
     SweepManifest manifest = read_manifest(sweep);
     ProcessRunner runner;
     SlurmClient slurm(runner);
+    // Without SLURM's answer a running task would look like one to resubmit: the error ends it.
+    const std::vector<ArrayTaskInfo> queued = slurm.array_tasks(array_job_ids(manifest));
     std::vector<int64_t> tasks;
-    for (const TaskStatus& status : read_sweep_status(sweep, manifest, slurm))
+    for (const TaskStatus& status : read_sweep_status(sweep, manifest, queued))
       if (needs_resubmission(status)) tasks.push_back(status.task);
     if (tasks.empty()) {
       fmt::print("nothing to resubmit: every task of {} is completed, queued or running\n", sweep.path());

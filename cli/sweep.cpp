@@ -100,21 +100,34 @@ class SweepReader {
     }
   }
 
-  // Puts `value` into a copy of the config and lets the schema judge it.
-  void check_value(const std::string& path, const toml::node& value) const {
+  // Puts `value` into a copy of the config and lets the schema judge it; an error points at `at`.
+  void check_value(const std::string& path, const toml::node& value, const toml::node& at) const {
     toml::table candidate = root_;
     put(candidate, path, value);
     try {
       check_(candidate);
     } catch (const ConfigError& error) {
       const bool about_this_key = error.key() == path;
-      fail(path, value, about_this_key ? error.message() : fmt::format("{}: {}", error.key(), error.message()));
+      fail(path, at, about_this_key ? error.message() : fmt::format("{}: {}", error.key(), error.message()));
     }
   }
 
-  const toml::array& nonempty_list(const std::string& path, const toml::node& node, const char* what) const {
+  // The extreme values a range can produce: both bounds when it draws integers; for floats,
+  // low and the largest double below high, since draws lie in [low, high).
+  void check_range(const std::string& path, const toml::array& bounds) const {
+    check_value(path, bounds[0], bounds[0]);
+    if (bounds[0].is_integer() && bounds[1].is_integer()) {
+      check_value(path, bounds[1], bounds[1]);
+      return;
+    }
+    const double low = *bounds[0].value<double>(), high = *bounds[1].value<double>();
+    check_value(path, toml::value<double>(std::nextafter(high, low)), bounds[1]);
+  }
+
+  // A grid's values or a choice's; only a choice can be something other than a list here.
+  const toml::array& nonempty_list(const std::string& path, const toml::node& node) const {
     const toml::array* list = node.as_array();
-    if (list == nullptr) fail(path, node, fmt::format("{}: {}", what, kValueForms));
+    if (list == nullptr) fail(path, node, "choice takes a list of values, such as { choice = [16, 32] }");
     if (list->empty()) fail(path, node, "an empty list sweeps nothing; give at least one value");
     return *list;
   }
@@ -128,7 +141,7 @@ class SweepReader {
     // The values as written: a copied node loses its source position, which errors point at.
     const toml::array* written_values = nullptr;
     if (node.is_array()) {
-      written_values = &nonempty_list(written.path, node, "a grid");
+      written_values = &nonempty_list(written.path, node);
     } else if (is_distribution(node)) {
       // The iterator owns the pair it points at, so it must outlive `body`.
       const auto only = node.as_table()->begin();
@@ -136,7 +149,7 @@ class SweepReader {
       const toml::node& body = only->second;
       if (distribution == "choice") {
         parameter.kind = SweepParameter::Kind::kChoice;
-        written_values = &nonempty_list(written.path, body, "choice");
+        written_values = &nonempty_list(written.path, body);
       } else {
         parameter.kind = distribution == "uniform" ? SweepParameter::Kind::kUniform : SweepParameter::Kind::kLogUniform;
         written_values = &range(written.path, distribution, body);
@@ -150,7 +163,10 @@ class SweepReader {
       fail(written.path, node, kValueForms);
     }
     parameter.values = *written_values;
-    for (const toml::node& value : *written_values) check_value(written.path, value);
+    if (parameter.kind == SweepParameter::Kind::kUniform || parameter.kind == SweepParameter::Kind::kLogUniform)
+      check_range(written.path, *written_values);
+    else
+      for (const toml::node& value : *written_values) check_value(written.path, value, value);
     return parameter;
   }
 

@@ -70,7 +70,7 @@ toml::table task_config(const toml::table& root, const std::vector<std::string>&
 std::vector<toml::table> checked_task_configs(const toml::table& root, const SweepSpec& sweep,
                                               const std::vector<SweepTask>& tasks, const ConfigCheck& check);
 
-// A value as a person reads it, on one line: 0.001, 64, [64, 64], "relu" (strings TOML-escaped).
+// A value as a person reads it, on one line: 0.001, 64, [64, 64], 'relu' (strings as TOML writes them).
 std::string describe_value(const toml::node& value);
 // "train.lr=0.001 model.hidden=[64]"
 std::string describe_task(const std::vector<std::string>& paths, const toml::array& values);

@@ -37,7 +37,7 @@ class SweepDir {
 
 // One array submitted for the sweep: array index i runs task tasks[i].
 struct ManifestArray {
-  std::string job_id;  // empty when sbatch did not accept it
+  std::string job_id;  // as sbatch printed it; only arrays sbatch accepted are recorded
   std::vector<int64_t> tasks;
   std::string script;      // relative to the sweep directory
   std::string reason;      // "submit", "resubmit --failed"

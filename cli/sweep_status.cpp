@@ -8,28 +8,25 @@
 
 namespace trainctl {
 
-std::vector<TaskStatus> read_sweep_status(const SweepDir& sweep, const SweepManifest& manifest, SlurmClient& slurm) {
+std::vector<std::string> array_job_ids(const SweepManifest& manifest) {
   std::vector<std::string> job_ids;
+  for (const ManifestArray& array : manifest.arrays) job_ids.push_back(array.job_id);
+  return job_ids;
+}
+
+std::vector<TaskStatus> read_sweep_status(const SweepDir& sweep, const SweepManifest& manifest,
+                                          const std::optional<std::vector<ArrayTaskInfo>>& queued) {
   std::map<std::string, size_t> array_of_job;  // array job id -> position in the manifest
   // Each task's newest array: a resubmitted task's state is that of its newest run.
   std::vector<std::optional<size_t>> newest_array(manifest.tasks.size());
   for (size_t a = 0; a < manifest.arrays.size(); ++a) {
-    if (manifest.arrays[a].job_id.empty()) continue;
-    job_ids.push_back(manifest.arrays[a].job_id);
     array_of_job[manifest.arrays[a].job_id] = a;
     for (int64_t task : manifest.arrays[a].tasks) newest_array[static_cast<size_t>(task)] = a;
   }
 
   std::vector<std::optional<SlurmView>> views(manifest.tasks.size());
   std::set<size_t> arrays_known;  // arrays slurmctld still has a record of
-  std::string unreachable;
-  std::vector<ArrayTaskInfo> queued;
-  try {
-    queued = slurm.array_tasks(job_ids);
-  } catch (const SlurmError&) {
-    unreachable = "SLURM is not reachable";
-  }
-  for (const ArrayTaskInfo& info : queued) {
+  for (const ArrayTaskInfo& info : queued.value_or(std::vector<ArrayTaskInfo>{})) {
     auto found = array_of_job.find(info.array_job_id);
     if (found == array_of_job.end()) continue;
     arrays_known.insert(found->second);
@@ -48,14 +45,16 @@ std::vector<TaskStatus> read_sweep_status(const SweepDir& sweep, const SweepMani
     if (!views[index] && status.run.job_id.empty() && newest_array[index] && arrays_known.count(*newest_array[index]))
       views[index] = SlurmView{"CANCELLED", "cancelled before it started", 0};
     settle_state(status.run, views[index]);
-    if (!unreachable.empty()) status.run.reason = unreachable;
+    if (!queued) status.run.reason = "SLURM is not reachable";
     statuses.push_back(std::move(status));
   }
   return statuses;
 }
 
 bool needs_resubmission(const TaskStatus& status) {
-  return status.run.state != "COMPLETED" && !is_active_state(status.run.state);
+  const std::string& state = status.run.state;
+  if (state == "UNKNOWN" || state == "LOCAL") return true;  // not SLURM states: no job to wait for
+  return state != "COMPLETED" && !is_active_state(state);
 }
 
 RankMetric default_rank_metric(const std::vector<TaskStatus>& statuses) {

@@ -17,11 +17,18 @@ struct TaskStatus {
   RunStatus run;
 };
 
-// In task order. A task submitted more than once (resubmit) takes SLURM's view from its newest
-// array.
-std::vector<TaskStatus> read_sweep_status(const SweepDir& sweep, const SweepManifest& manifest, SlurmClient& slurm);
+// The ids of the arrays submitted for the sweep.
+std::vector<std::string> array_job_ids(const SweepManifest& manifest);
 
-// Neither queued, running nor completed: what `sweep resubmit --failed` runs again.
+// In task order, joining each run directory with `queued`, SLURM's view of the sweep's arrays
+// (SlurmClient::array_tasks of array_job_ids), or nullopt when SLURM did not answer. A task
+// submitted more than once (resubmit) takes SLURM's view from its newest array.
+std::vector<TaskStatus> read_sweep_status(const SweepDir& sweep, const SweepManifest& manifest,
+                                          const std::optional<std::vector<ArrayTaskInfo>>& queued);
+
+// Neither queued, running nor completed: failed, cancelled, or with no trace of either (a task
+// whose array was never accepted, or whose record SLURM has dropped without an outcome).
+// What `sweep resubmit --failed` runs again; only meaningful when SLURM answered.
 bool needs_resubmission(const TaskStatus& status);
 
 enum class RankMetric { kBestValLoss, kLoss, kTask };

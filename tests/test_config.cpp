@@ -122,13 +122,26 @@ std::string load_error(std::string_view text) {
 
 trainctl::Config load_text(std::string_view text) { return trainctl::load_config(write_temp_config(text)); }
 
-std::string demo_config_path() {
+fs::path configs_dir() {
   const char* source_dir = std::getenv("TRAINCTL_SOURCE_DIR");
-  return source_dir != nullptr ? (fs::path(source_dir) / "configs" / "mlp_demo.toml").string()
-                               : "../configs/mlp_demo.toml";
+  return source_dir != nullptr ? fs::path(source_dir) / "configs" : fs::path("../configs");
 }
 
+std::string demo_config_path() { return (configs_dir() / "mlp_demo.toml").string(); }
+
 }  // namespace
+
+TEST_CASE("every example config in configs/ validates, its sweep too") {
+  size_t configs = 0;
+  for (const auto& entry : fs::directory_iterator(configs_dir())) {
+    if (entry.path().extension() != ".toml") continue;
+    INFO("config: ", entry.path().string());
+    const trainctl::Config config = trainctl::load_config(entry.path().string());
+    if (config.sweep) CHECK(trainctl::expand_sweep(*config.sweep).size() > 1);
+    ++configs;
+  }
+  CHECK(configs >= 2);
+}
 
 TEST_CASE("the demo config validates with the values it sets") {
   const std::string path = demo_config_path();

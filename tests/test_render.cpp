@@ -1,10 +1,12 @@
 // Tests for batch-script rendering (slurm/render.cpp): the #SBATCH header, shell quoting proven
-// by running the script with bash against stub srun/scontrol commands and a fake runtime, and
-// the requeue guard's decisions.
+// by running the script with bash against stub srun/scontrol commands and a fake runtime, the
+// requeue guard's decisions, and a sweep's job-array script: its header, and each array task
+// finding its own run directory, recording itself there and requeuing only itself.
 #include <doctest/doctest.h>
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,6 +17,7 @@
 #include "command_runner.h"
 #include "render.h"
 
+using trainctl::ArrayTasks;
 using trainctl::CommandResult;
 using trainctl::JobSpec;
 using trainctl::RenderInputs;
@@ -95,18 +98,31 @@ class Sandbox {
   std::string run_file(const std::string& name) const { return read_text(root_ / "run" / name); }
   void set_run_file(const std::string& name, const std::string& text) const { write_text(root_ / "run" / name, text); }
   RenderInputs inputs() const { return {run_dir(), path("runtime")}; }
+  // A job array's sweep directory, and the run directory of its task `task`.
+  std::string sweep_dir() const { return path("sweep"); }
+  std::string task_dir(int64_t task) const { return sweep_dir() + "/tasks/" + std::to_string(task); }
 
   // Renders `job` and runs the script with only `env` (plus PATH and SLURM_JOB_ID=123 unless given).
   CommandResult run(const JobSpec& job, const std::vector<std::string>& env = {}) const {
+    return run_script(trainctl::render_batch_script(job, inputs()), env);
+  }
+  // The same for `job` as an array over `array` in sweep_dir(), whose tasks' run directories it
+  // creates first.
+  CommandResult run_array(const JobSpec& job, const ArrayTasks& array, const std::vector<std::string>& env) const {
+    for (int64_t task : array.tasks) fs::create_directories(task_dir(task) + "/logs");
+    return run_script(trainctl::render_batch_script(job, {sweep_dir(), path("runtime"), array}), env);
+  }
+
+ private:
+  CommandResult run_script(const std::string& script, const std::vector<std::string>& env) const {
     std::string script_path = path("job.sbatch");
-    write_text(script_path, trainctl::render_batch_script(job, inputs()));
+    write_text(script_path, script);
     std::vector<std::string> argv = {"env", "-i", "PATH=" + path("bin") + ":/usr/bin:/bin", "SLURM_JOB_ID=123"};
     argv.insert(argv.end(), env.begin(), env.end());
     argv.insert(argv.end(), {"bash", script_path});
     return trainctl::ProcessRunner().run(argv);
   }
 
- private:
   fs::path root_;
 };
 
@@ -359,4 +375,61 @@ TEST_CASE("a failed scontrol requeue ends the job as failed") {
   CHECK(result.exit_code == 1);
   CHECK(result.out.ends_with("\ntrainctl: scontrol requeue 123 failed; the job ends here\n"));
   CHECK(sandbox.run_file("job.outcome") == "failed: requeue\n");
+}
+
+TEST_CASE("an array script asks for the array, throttled, with a log per array task") {
+  const ArrayTasks array{{3, 7, 12}, 2};
+  const std::string script =
+      trainctl::render_batch_script(named_job(), {"/scratch/sweeps/lr", kInputs.runtime_path, array});
+  CHECK(sbatch_lines(script) == std::vector<std::string>{
+                                    "#SBATCH --job-name=mlp",
+                                    "#SBATCH --nodes=1",
+                                    "#SBATCH --ntasks-per-node=1",
+                                    "#SBATCH --cpus-per-task=1",
+                                    "#SBATCH --signal=TERM@120",
+                                    "#SBATCH --requeue",
+                                    "#SBATCH --open-mode=append",
+                                    "#SBATCH --array=0-2%2",
+                                    "#SBATCH --output=/scratch/sweeps/lr/logs/array-%A_%a.out",
+                                });
+  const std::vector<std::string> lines = lines_of(script);
+  CHECK(line_index(lines, "export TRAINCTL_SWEEP_DIR='/scratch/sweeps/lr'") <
+        line_index(lines, "task_of_array_index=(3 7 12)"));
+
+  const std::vector<std::string> unthrottled = sbatch_lines(trainctl::render_batch_script(
+      named_job(), {"/scratch/sweeps/lr", kInputs.runtime_path, ArrayTasks{{3, 7, 12}, std::nullopt}}));
+  CHECK(std::find(unthrottled.begin(), unthrottled.end(), "#SBATCH --array=0-2") != unthrottled.end());
+}
+
+TEST_CASE("an array task runs, records and requeues only its own task") {
+  Sandbox sandbox;
+  const std::string task = sandbox.task_dir(7);
+  fs::create_directories(task + "/logs");
+  write_text(task + "/logs/slurm-55_1.out", "earlier run\n");
+  CommandResult result = sandbox.run_array(named_job(), ArrayTasks{{3, 7, 12}, 2},
+                                           {"FAKE_RC=75", "FAKE_STEP=1", "SLURM_ARRAY_JOB_ID=55",
+                                            "SLURM_ARRAY_TASK_ID=1", "SLURM_JOB_ID=56"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK(read_text(sandbox.path("srun.args")) ==
+        "--mpi=pmix\n--kill-on-bad-exit=1\n" + sandbox.path("runtime") + "\n--run-dir\n" + task + "\n");
+  CHECK(read_text(task + "/job_id") == "55_1\n");
+  CHECK(read_text(task + "/requeue.count") == "0\n");
+  // Everything after the task found its run directory goes to the task's own log, appended.
+  CHECK(result.out == "");
+  const std::string log = read_text(task + "/logs/slurm-55_1.out");
+  CHECK(log.starts_with("earlier run\ntrainctl: job 55_1 run 0 starting at step 0 on "));
+  CHECK(log.ends_with("\ntrainctl: saved at step 1; requeuing job 55_1 (requeue 1 of 10)\n"));
+  CHECK(read_text(sandbox.path("scontrol.calls")) == "requeue 55_1\n");
+  CHECK_FALSE(fs::exists(sandbox.task_dir(3) + "/job_id"));
+  CHECK_FALSE(fs::exists(sandbox.task_dir(12) + "/job_id"));
+}
+
+TEST_CASE("an array script run without an array task id fails before srun") {
+  Sandbox sandbox;
+  CommandResult result = sandbox.run_array(named_job(), ArrayTasks{{3, 7, 12}, 2}, {"SLURM_ARRAY_JOB_ID=55"});
+  CHECK(result.exit_code != 0);
+  CHECK(result.err.find("SLURM_ARRAY_TASK_ID: this script runs as a job array") != std::string::npos);
+  CHECK_FALSE(fs::exists(sandbox.path("srun.args")));
+  CHECK_FALSE(fs::exists(sandbox.task_dir(7) + "/job_id"));
 }

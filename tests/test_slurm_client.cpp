@@ -1,5 +1,6 @@
 // Tests for the SLURM command wrappers (slurm/slurm_client.cpp) against canned SLURM 22.05
-// output, and for ProcessRunner (slurm/command_runner.cpp) against real processes.
+// output, job arrays' tasks from squeue -O included, and for ProcessRunner
+// (slurm/command_runner.cpp) against real processes.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -9,6 +10,7 @@
 #include "command_runner.h"
 #include "slurm_client.h"
 
+using trainctl::ArrayTaskInfo;
 using trainctl::CommandResult;
 using trainctl::JobInfo;
 using trainctl::SlurmClient;
@@ -82,6 +84,28 @@ const std::string kConfig =
     "\n"
     "Slurmctld(primary) at vm is UP\n";
 
+// The squeue call of array_tasks for `job_ids` (comma-separated).
+Argv array_tasks_argv(const std::string& job_ids) {
+  return {"squeue", "-h", "-r", "-t", "all", "-j", job_ids, "-O", "JobArrayID:40|,State:24|,RestartCnt:8|,Reason:80"};
+}
+
+// One line of that call's output as SLURM 22.05 prints it: each field padded to its width, and
+// each but the last followed by its '|'.
+std::string array_task_line(const std::string& id, const std::string& state, const std::string& restarts,
+                            const std::string& reason) {
+  auto padded = [](const std::string& field, size_t width) { return field + std::string(width - field.size(), ' '); };
+  return padded(id, 40) + "|" + padded(state, 24) + "|" + padded(restarts, 8) + "|" + padded(reason, 80) + "\n";
+}
+
+// Each task's fields, "143_2 PENDING JobArrayTaskLimit restarts=0".
+std::vector<std::string> described(const std::vector<ArrayTaskInfo>& tasks) {
+  std::vector<std::string> lines;
+  for (const ArrayTaskInfo& task : tasks)
+    lines.push_back(task.array_job_id + "_" + std::to_string(task.array_index) + " " + task.state + " " + task.reason +
+                    " restarts=" + std::to_string(task.restart_count));
+  return lines;
+}
+
 }  // namespace
 
 TEST_CASE("submit runs sbatch --parsable and returns the job id") {
@@ -93,6 +117,14 @@ TEST_CASE("submit runs sbatch --parsable and returns the job id") {
   CHECK(slurm.submit("/runs/b/job.sbatch") == "1235");
   CHECK(runner.calls == std::vector<Argv>{{"sbatch", "--parsable", "/runs/a/job.sbatch"},
                                           {"sbatch", "--parsable", "/runs/b/job.sbatch"}});
+}
+
+TEST_CASE("submit puts sbatch options before the script path") {
+  FakeRunner runner;
+  const Argv argv{"sbatch", "--parsable", "--dependency=afterany:143", "/sweeps/lr/arrays/array-1.sbatch"};
+  runner.reply(argv, {0, "150\n", ""});
+  CHECK(SlurmClient(runner).submit("/sweeps/lr/arrays/array-1.sbatch", {"--dependency=afterany:143"}) == "150");
+  CHECK(runner.calls == std::vector<Argv>{argv});
 }
 
 TEST_CASE("a failed sbatch raises SlurmError with sbatch's stderr") {
@@ -220,6 +252,53 @@ TEST_CASE("max_array_size() reads MaxArraySize, or SLURM's default when it is no
   down.reply({"scontrol", "show", "config"},
              {1, "", "slurm_load_ctl_conf error: Unable to contact slurm controller\n"});
   CHECK_THROWS_AS(SlurmClient(down).max_array_size(), SlurmError);
+}
+
+TEST_CASE("array_tasks() reads every task of the arrays from one padded squeue -O call") {
+  const std::string listed = array_task_line("143_0", "COMPLETED", "0", "None") +
+                             array_task_line("143_1", "RUNNING", "1", "None") +
+                             array_task_line("143_2", "PENDING", "0", "JobArrayTaskLimit") +
+                             array_task_line("151", "RUNNING", "0", "None") +  // not an array task: left out
+                             array_task_line("150_12", "FAILED", "2", "NonZeroExitCode");
+  FakeRunner runner;
+  runner.reply(array_tasks_argv("143,150,151"), {0, listed, ""});
+  CHECK(described(SlurmClient(runner).array_tasks({"143", "150", "151"})) ==
+        std::vector<std::string>{
+            "143_0 COMPLETED None restarts=0",
+            "143_1 RUNNING None restarts=1",
+            "143_2 PENDING JobArrayTaskLimit restarts=0",
+            "150_12 FAILED NonZeroExitCode restarts=2",
+        });
+  CHECK(runner.calls == std::vector<Argv>{array_tasks_argv("143,150,151")});
+}
+
+TEST_CASE("array_tasks() gives nothing for arrays slurmctld no longer knows, or for no arrays") {
+  FakeRunner runner;
+  runner.reply(array_tasks_argv("143"), kInvalidJobId);
+  SlurmClient slurm(runner);
+  CHECK(slurm.array_tasks({"143"}).empty());
+  CHECK(runner.calls.size() == 1);
+  CHECK(slurm.array_tasks({}).empty());
+  CHECK(runner.calls.size() == 1);
+}
+
+TEST_CASE("array_tasks() raises SlurmError when squeue fails or prints something else") {
+  FakeRunner down;
+  down.reply(array_tasks_argv("143"),
+             {1, "", "squeue: error: Unable to contact slurm controller (connect failure)\n"});
+  CHECK_THROWS_WITH_AS(SlurmClient(down).array_tasks({"143"}),
+                       "squeue -h -r -t all -j 143 -O JobArrayID:40|,State:24|,RestartCnt:8|,Reason:80 failed "
+                       "(exit 1): squeue: error: Unable to contact slurm controller (connect failure)",
+                       SlurmError);
+
+  FakeRunner garbled;
+  garbled.reply(array_tasks_argv("143"), {0, "143_x|RUNNING|0|None\n", ""});
+  CHECK_THROWS_WITH_AS(SlurmClient(garbled).array_tasks({"143"}),
+                       "squeue: unexpected array task line: 143_x|RUNNING|0|None", SlurmError);
+  FakeRunner unpadded;
+  unpadded.reply(array_tasks_argv("143"), {0, "143_0|RUNNING|0\n", ""});
+  CHECK_THROWS_WITH_AS(SlurmClient(unpadded).array_tasks({"143"}),
+                       "squeue: expected 4 '|'-separated fields, got: 143_0|RUNNING|0", SlurmError);
 }
 
 TEST_CASE("ProcessRunner captures stdout, stderr and the exit code") {
