@@ -33,6 +33,28 @@ void reject_unknown_tables(const toml::table& table, const std::string& path) {
   if (auto suggestion = nearest_key(first_name, kTopLevelTables)) message += fmt::format(" (did you mean [{}]?)", *suggestion);
   throw ConfigError(position_of(*first, path), first_name, message);
 }
+
+struct Specs {
+  JobSpec job;
+  RunSpec run;
+};
+
+// [job] and the training tables, and what they must agree on.
+Specs read_specs(const toml::table& table, const std::string& file) {
+  Specs specs{parse_job_spec(table, file), parse_run_spec(table, file)};
+  const JobSpec& job = specs.job;
+  if (specs.run.train.device != "cuda") return specs;
+  // One rank per GPU: the runtime binds local rank r to visible GPU r.
+  const TableReader reader = TableReader::child(table, "job", file);
+  if (job.gpus_per_node == 0)
+    reader.fail("gpus_per_node", "train.device = \"cuda\" needs GPUs: set gpus_per_node, and ranks_per_node to the "
+                                 "same number (one rank per GPU)");
+  if (job.ranks_per_node != job.gpus_per_node)
+    reader.fail("ranks_per_node", fmt::format("train.device = \"cuda\" runs one rank per GPU, so ranks_per_node ({}) "
+                                              "must equal gpus_per_node ({})",
+                                              job.ranks_per_node, job.gpus_per_node));
+  return specs;
+}
 }  // namespace
 
 Config load_config(const std::string& path) {
@@ -41,16 +63,14 @@ Config load_config(const std::string& path) {
   config.path = path;
   config.table = parse_config_file(path);
   reject_unknown_tables(config.table, path);
-  config.job = parse_job_spec(config.table, path);
-  config.run = parse_run_spec(config.table, path);
+  Specs specs = read_specs(config.table, path);
+  config.job = std::move(specs.job);
+  config.run = std::move(specs.run);
   config.sweep = parse_sweep(config.table, path, [&](const toml::table& table) { check_config_table(table, path); });
   return config;
 }
 
-void check_config_table(const toml::table& table, const std::string& file) {
-  parse_job_spec(table, file);
-  parse_run_spec(table, file);
-}
+void check_config_table(const toml::table& table, const std::string& file) { read_specs(table, file); }
 
 std::string resolved_config_text(const toml::table& table, const std::string& config_path, const std::string& note) {
   toml::table resolved = table;

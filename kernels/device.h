@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,18 +16,39 @@ namespace trainctl {
 
 enum class Activation { kNone, kRelu, kGelu };
 
+// The device a config asks for cannot be used here (no GPU visible, fewer GPUs than ranks on the
+// node): bad input for this machine, which the runtime reports with exit code 2.
+class DeviceUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 struct DeviceOps {
   const char* name;
+
+  // Binds the calling process to its device as local rank `local_rank` of `local_size` ranks on
+  // this node. CUDA takes visible device `local_rank` (CUDA_VISIBLE_DEVICES decides which are
+  // visible) and throws DeviceUnavailable when there are fewer than `local_size`; the CPU binds
+  // to nothing.
+  void (*bind_local)(int local_rank, int local_size);
 
   void* (*alloc)(size_t bytes);
   void (*release)(void* pointer);
   void (*upload)(void* device_dst, const void* host_src, size_t bytes);
   void (*download)(void* host_dst, const void* device_src, size_t bytes);
   void (*fill_zero)(float* x, int64_t n);
+  // Page-locks host memory that device-to-host copies target again and again (the checkpoint
+  // staging buffers), so the copies run at full speed; nothing to do on the CPU.
+  void (*pin_host)(void* host, size_t bytes);
+  void (*unpin_host)(void* host);
 
   // c[m,n] = alpha * op(a) * op(b) + beta * c, where op(a) is [m,k] and op(b) is [k,n].
   void (*gemm)(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                const float* b, float beta, float* c);
+  // gemm with a and b rounded to bfloat16 (to nearest, ties to even) and the products summed in
+  // fp32 into fp32 c: the compute of precision = "bf16", whose weights stay fp32.
+  void (*gemm_bf16)(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, const float* b, float beta, float* c);
   // z[r,c] += bias[c], then out = act(z); z keeps the pre-activation for the backward pass.
   void (*bias_act_forward)(float* z, const float* bias, float* out, int64_t rows, int64_t cols, Activation act);
   // grad_z = grad_out * act'(z) (grad_z may alias grad_out); grad_bias[c] += sum over rows of grad_z,

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -36,6 +37,10 @@ int environment_int(const char* name, int fallback) {
   return value != nullptr && *value != '\0' ? std::atoi(value) : fallback;
 }
 }  // namespace
+
+int Comm::local_size() const {
+  return static_cast<int>(std::count(hostnames_.begin(), hostnames_.end(), hostnames_[static_cast<size_t>(rank_)]));
+}
 
 std::string this_host_name() {
   char name[kHostNameBytes] = {};

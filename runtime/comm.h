@@ -20,6 +20,8 @@ class Comm {
   int world_size() const { return world_size_; }
   // Index among the ranks on this node: SLURM_LOCALID or Open MPI's, else by comparing host names.
   int local_rank() const { return local_rank_; }
+  // Ranks on this node (by host name).
+  int local_size() const;
   // Host name of every rank, in rank order.
   const std::vector<std::string>& hostnames() const { return hostnames_; }
 

@@ -9,7 +9,8 @@
 
 namespace trainctl {
 
-Mlp::Mlp(const ModelSpec& spec, const DeviceOps& ops, int64_t max_rows) : ops_(ops), max_rows_(max_rows) {
+Mlp::Mlp(const ModelSpec& spec, const DeviceOps& ops, int64_t max_rows, Precision precision)
+    : ops_(ops), matmul_(precision == Precision::kBf16 ? ops.gemm_bf16 : ops.gemm), max_rows_(max_rows) {
   std::vector<int64_t> widths{spec.inputs};
   widths.insert(widths.end(), spec.hidden.begin(), spec.hidden.end());
   widths.push_back(spec.classes);
@@ -63,7 +64,7 @@ void Mlp::forward(int64_t rows) {
     const Layer& layer = layers_[i];
     float* z = pre_activations_[i].get();
     // z[rows, out] = input[rows, in] * W^T, W stored [out, in] as in PyTorch.
-    ops_.gemm(false, true, rows, layer.out, layer.in, 1.0f, input, parameters_.get() + layer.weight_offset, 0.0f, z);
+    matmul_(false, true, rows, layer.out, layer.in, 1.0f, input, parameters_.get() + layer.weight_offset, 0.0f, z);
     ops_.bias_act_forward(z, parameters_.get() + layer.bias_offset, activations_[i].get(), rows, layer.out,
                           layer.activation);
     input = activations_[i].get();
@@ -76,7 +77,8 @@ void Mlp::load_batch(const float* x, const int32_t* y, int64_t rows) {
   labels_.upload(y, rows);
 }
 
-BatchResult Mlp::forward_backward(const float* x, const int32_t* y, int64_t rows, float grad_scale) {
+BatchResult Mlp::forward_backward(const float* x, const int32_t* y, int64_t rows, float grad_scale,
+                                  const LayerDone& layer_done) {
   load_batch(x, y, rows);
   forward(rows);
 
@@ -92,12 +94,14 @@ BatchResult Mlp::forward_backward(const float* x, const int32_t* y, int64_t rows
                            gradients_.get() + layer.bias_offset, rows, layer.out, layer.activation);
     const float* layer_input = i == 0 ? input_.get() : activations_[i - 1].get();
     // dW[out, in] += dz^T[out, rows] * input[rows, in]
-    ops_.gemm(true, false, layer.out, layer.in, rows, 1.0f, grad_output, layer_input, 1.0f,
-              gradients_.get() + layer.weight_offset);
+    matmul_(true, false, layer.out, layer.in, rows, 1.0f, grad_output, layer_input, 1.0f,
+            gradients_.get() + layer.weight_offset);
+    // The bias follows the weight in the buffer, so the layer is one slice.
+    if (layer_done) layer_done(layer.weight_offset, layer.bias_offset + layer.out - layer.weight_offset);
     if (i == 0) break;
     // d(input)[rows, in] = dz[rows, out] * W[out, in]
-    ops_.gemm(false, false, rows, layer.in, layer.out, 1.0f, grad_output, parameters_.get() + layer.weight_offset,
-              0.0f, grad_input);
+    matmul_(false, false, rows, layer.in, layer.out, 1.0f, grad_output, parameters_.get() + layer.weight_offset, 0.0f,
+            grad_input);
     std::swap(grad_output, grad_input);
   }
   return result;

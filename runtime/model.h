@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,9 @@ struct BatchResult {
 
 class Mlp {
  public:
-  // `max_rows`: the largest batch forward/backward will be called with.
-  Mlp(const ModelSpec& spec, const DeviceOps& ops, int64_t max_rows);
+  // `max_rows`: the largest batch forward/backward will be called with. `precision` picks the
+  // GEMM (DeviceOps::gemm or gemm_bf16); everything else is fp32 either way.
+  Mlp(const ModelSpec& spec, const DeviceOps& ops, int64_t max_rows, Precision precision);
 
   // PyTorch's default nn.Linear init: weight and bias uniform in +-1/sqrt(in_features).
   void init_parameters(uint64_t seed);
@@ -40,9 +42,14 @@ class Mlp {
   float* gradients() { return gradients_.get(); }
   void zero_gradients();
 
+  // Called during backward as each layer's gradients are complete: gradients()[offset, offset +
+  // count) holds its weight and bias. Later layers come first.
+  using LayerDone = std::function<void(int64_t offset, int64_t count)>;
+
   // One micro-batch (host x [rows, inputs], y [rows]): adds d(loss_sum * grad_scale)/dparams
-  // into gradients().
-  BatchResult forward_backward(const float* x, const int32_t* y, int64_t rows, float grad_scale);
+  // into gradients(), telling `layer_done` (when set) about each layer as it finishes.
+  BatchResult forward_backward(const float* x, const int32_t* y, int64_t rows, float grad_scale,
+                               const LayerDone& layer_done = {});
   BatchResult evaluate(const float* x, const int32_t* y, int64_t rows);
 
  private:
@@ -56,6 +63,7 @@ class Mlp {
   void forward(int64_t rows);
 
   const DeviceOps& ops_;
+  decltype(DeviceOps::gemm) matmul_;  // ops_.gemm or ops_.gemm_bf16
   int64_t max_rows_;
   std::vector<Layer> layers_;
   std::vector<ParameterSlice> layout_;

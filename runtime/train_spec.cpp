@@ -68,7 +68,7 @@ TrainSpec parse_train(TableReader reader) {
   train.eval_every = reader.integer("eval_every", 0, 0);
   train.log_every = reader.integer("log_every", 10, 1);
   train.device = reader.choice("device", {"cpu", "cuda"}, "cpu");
-  if (train.device == "cuda") reader.fail("device", "\"cuda\" is not supported by this build; use \"cpu\"");
+  train.precision = reader.choice("precision", {"fp32", "bf16"}, "fp32") == "bf16" ? Precision::kBf16 : Precision::kFp32;
   reader.reject_unknown();
   return train;
 }

@@ -16,6 +16,9 @@ namespace trainctl {
 
 enum class OptimizerKind { kSgd, kAdamW };
 enum class Schedule { kConstant, kLinear, kCosine };
+// bf16: GEMM inputs rounded to bfloat16, products summed in fp32; weights, gradients and
+// optimizer state stay fp32 (DeviceOps::gemm_bf16).
+enum class Precision { kFp32, kBf16 };
 
 struct ModelSpec {
   int64_t inputs = 0;
@@ -46,7 +49,8 @@ struct TrainSpec {
   uint64_t seed = 0;
   int64_t eval_every = 0;  // 0 disables validation
   int64_t log_every = 10;
-  std::string device = "cpu";
+  std::string device = "cpu";  // "cpu" or "cuda"; the runtime checks that it has one
+  Precision precision = Precision::kFp32;
 };
 
 struct CheckpointSpec {

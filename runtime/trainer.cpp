@@ -16,6 +16,7 @@
 #include "checkpoint.h"
 #include "data_source.h"
 #include "exit_codes.h"
+#include "grad_sync.h"
 #include "metrics.h"
 #include "model.h"
 #include "optimizer.h"
@@ -57,6 +58,22 @@ ClassificationData load_dataset(const std::string& path, const char* key, const 
   return data;
 }
 
+// The device the config asks for, bound to this rank (local rank r takes visible GPU r).
+const DeviceOps& bound_device(const std::string& name, const Comm& comm) {
+  const DeviceOps* ops = find_device(name);
+  if (ops == nullptr)
+    throw BadRunInput(fmt::format("train.device = \"{}\": this trainctl-runtime was built without it (it has {}); "
+                                  "rebuild where nvcc is found (meson -Dcuda=enabled), or use \"cpu\"",
+                                  name, fmt::join(available_devices(), ", ")));
+  try {
+    // The CUDA runtime starts threads of its own at its first call.
+    with_stop_signals_blocked([&] { ops->bind_local(comm.local_rank(), comm.local_size()); });
+  } catch (const DeviceUnavailable& error) {
+    throw BadRunInput(fmt::format("train.device = \"{}\": {}", name, error.what()));
+  }
+  return *ops;
+}
+
 class Run {
  public:
   Run(const RunSpec& spec, const std::string& config_text, const RunPaths& paths, Comm& comm)
@@ -64,17 +81,24 @@ class Run {
         config_text_(config_text),
         paths_(paths),
         comm_(comm),
-        ops_(*find_device(spec.train.device)),
+        ops_(bound_device(spec.train.device, comm)),
         global_batch_(spec.train.micro_batch * spec.train.grad_accum * comm.world_size()),
         train_data_(load_dataset(spec.data.train, "train", spec.model)),
         sampler_(make_sampler()),
-        model_(spec.model, ops_, spec.train.micro_batch),
+        model_(spec.model, ops_, spec.train.micro_batch, spec.train.precision),
+        gradient_sync_(make_gradient_sync(ops_, comm)),
         optimizer_(spec.train, ops_, model_.parameter_count()),
         metrics_(paths.metrics(), spec.train.steps, global_batch_, comm.rank() == 0),
         batch_x_(static_cast<size_t>(spec.train.micro_batch * spec.model.inputs)),
         batch_y_(static_cast<size_t>(spec.train.micro_batch)) {
     if (spec.data.val) val_data_ = load_dataset(*spec.data.val, "val", spec.model);
   }
+  ~Run() {
+    for (std::vector<Tensor>* tensors : {&staged_.model, &staged_.optimizer_state})
+      for (Tensor& tensor : *tensors) ops_.unpin_host(tensor.values.data());
+  }
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
 
   int run() {
     int64_t step = resume();
@@ -137,19 +161,27 @@ class Run {
   double accumulate_gradients(int64_t step) {
     model_.zero_gradients();
     const float grad_scale = 1.0f / static_cast<float>(global_batch_);
+    // Only the last micro-step's gradients are final, so only its layers are communicated.
+    const Mlp::LayerDone reduce_layer = [this](int64_t offset, int64_t count) {
+      gradient_sync_->layer_ready(model_.gradients(), offset, count);
+    };
     double loss_sum = 0.0;
     for (int64_t micro = 0; micro < spec_.train.grad_accum; ++micro) {
       const int64_t offset = (comm_.rank() * spec_.train.grad_accum + micro) * spec_.train.micro_batch;
       gather_rows(train_data_, sampler_.indices(step, offset, spec_.train.micro_batch), batch_x_.data(),
                   batch_y_.data());
-      loss_sum += model_.forward_backward(batch_x_.data(), batch_y_.data(), spec_.train.micro_batch, grad_scale).loss_sum;
+      const bool last = micro + 1 == spec_.train.grad_accum;
+      loss_sum += model_
+                      .forward_backward(batch_x_.data(), batch_y_.data(), spec_.train.micro_batch, grad_scale,
+                                        last ? reduce_layer : Mlp::LayerDone{})
+                      .loss_sum;
     }
     return loss_sum;
   }
 
   // Gradients were scaled by 1/G on every rank, so their sum across ranks is the global mean.
   double average_and_clip_gradients() {
-    comm_.allreduce_sum(model_.gradients(), static_cast<size_t>(model_.parameter_count()));
+    gradient_sync_->finish(model_.gradients(), model_.parameter_count());
     const double norm = std::sqrt(ops_.sum_squares(model_.gradients(), model_.parameter_count()));
     // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
     const double clip_coefficient = spec_.train.grad_clip / (norm + 1e-6);
@@ -210,8 +242,11 @@ class Run {
     auto stage = [&](std::vector<Tensor>& tensors, size_t first, const float* device_source,
                      const std::string& suffix) {
       if (tensors.size() == first)
-        for (const ParameterSlice& slice : layout)
+        for (const ParameterSlice& slice : layout) {
           tensors.push_back({slice.name + suffix, slice.shape, std::vector<float>(static_cast<size_t>(slice.count))});
+          // Pinned once: every later save copies from the device into the same buffers.
+          ops_.pin_host(tensors.back().values.data(), tensors.back().values.size() * sizeof(float));
+        }
       for (size_t i = 0; i < layout.size(); ++i)
         ops_.download(tensors[first + i].values.data(), device_source + layout[i].offset,
                       static_cast<size_t>(layout[i].count) * sizeof(float));
@@ -325,6 +360,7 @@ class Run {
   std::optional<ClassificationData> val_data_;
   Sampler sampler_;
   Mlp model_;
+  std::unique_ptr<GradientSync> gradient_sync_;
   Optimizer optimizer_;
   Metrics metrics_;
   std::vector<float> batch_x_;

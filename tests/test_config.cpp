@@ -325,8 +325,14 @@ TEST_CASE("choices list what is allowed") {
         R"(FILE:5:8: model.kind: must be one of "mlp" (got "cnn"))");
   CHECK(load_error(with_key(kMinimalConfig, "[train]", R"(device = "tpu")")) ==
         R"(FILE:12:10: train.device: must be one of "cpu", "cuda" (got "tpu"))");
+  // CUDA is the runtime's to check on its node; the config must ask for one rank per GPU.
   CHECK(load_error(with_key(kMinimalConfig, "[train]", R"(device = "cuda")")) ==
-        R"(FILE:12:10: train.device: "cuda" is not supported by this build; use "cpu")");
+        R"(FILE:1:1: job.gpus_per_node: train.device = "cuda" needs GPUs: set gpus_per_node, and ranks_per_node to the same number (one rank per GPU))");
+  CHECK(load_error(with_key(with_key(kMinimalConfig, "[train]", R"(device = "cuda")"), "[job]",
+                            "ranks_per_node = 2\ngpus_per_node = 1")) ==
+        R"(FILE:2:18: job.ranks_per_node: train.device = "cuda" runs one rank per GPU, so ranks_per_node (2) must equal gpus_per_node (1))");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", R"(precision = "fp16")")) ==
+        R"(FILE:12:13: train.precision: must be one of "fp32", "bf16" (got "fp16"))");
 }
 
 TEST_CASE("an empty training data path is rejected") {

@@ -200,7 +200,7 @@ void check_gradients_match(Activation activation, const FiniteDifferenceSettings
                            int64_t allowed_kinks) {
   const ModelSpec spec = small_spec(activation);
   const Batch batch = make_batch(spec, 4, 17);
-  Mlp model(spec, cpu(), batch.rows);
+  Mlp model(spec, cpu(), batch.rows, trainctl::Precision::kFp32);
   model.init_parameters(3);
   const std::vector<float> parameters = download(model.parameters(), model.parameter_count());
   // The reference forward agrees with the model's before it is trusted to find kinks.
@@ -236,7 +236,7 @@ TEST_CASE("ReLU gradients match central finite differences away from kinks") {
 }
 
 TEST_CASE("parameters are laid out as PyTorch's nn.Sequential state_dict") {
-  Mlp model(small_spec(Activation::kRelu), cpu(), 1);
+  Mlp model(small_spec(Activation::kRelu), cpu(), 1, trainctl::Precision::kFp32);
   const auto& layout = model.parameter_layout();
   REQUIRE(layout.size() == 6);
   const std::vector<std::string> names{"0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"};
@@ -256,7 +256,7 @@ TEST_CASE("parameters are laid out as PyTorch's nn.Sequential state_dict") {
 TEST_CASE("a model without hidden layers is one Linear") {
   ModelSpec spec = small_spec(Activation::kGelu);
   spec.hidden.clear();
-  Mlp model(spec, cpu(), 1);
+  Mlp model(spec, cpu(), 1, trainctl::Precision::kFp32);
   REQUIRE(model.parameter_layout().size() == 2);
   CHECK(model.parameter_layout()[0].name == "0.weight");
   CHECK(model.parameter_layout()[0].shape == std::vector<int64_t>{3, 5});
@@ -269,7 +269,7 @@ TEST_CASE("gradients accumulated over two half batches equal one whole batch") {
   const ModelSpec spec = small_spec(Activation::kGelu);
   const Batch batch = make_batch(spec, 4, 29);
   const float scale = 1.0f / 4.0f;
-  Mlp model(spec, cpu(), 4);
+  Mlp model(spec, cpu(), 4, trainctl::Precision::kFp32);
   model.init_parameters(8);
 
   model.zero_gradients();
@@ -298,7 +298,7 @@ TEST_CASE("gradients accumulated over two half batches equal one whole batch") {
 TEST_CASE("forward_backward rejects a batch larger than the model was sized for") {
   const ModelSpec spec = small_spec(Activation::kRelu);
   const Batch batch = make_batch(spec, 4, 1);
-  Mlp model(spec, cpu(), 3);
+  Mlp model(spec, cpu(), 3, trainctl::Precision::kFp32);
   CHECK_THROWS_WITH_AS(model.forward_backward(batch.x.data(), batch.y.data(), 4, 1.0f), "batch of 4 rows exceeds 3",
                        std::logic_error);
 }
@@ -306,14 +306,14 @@ TEST_CASE("forward_backward rejects a batch larger than the model was sized for"
 TEST_CASE("evaluate rejects a batch larger than the model was sized for") {
   const ModelSpec spec = small_spec(Activation::kRelu);
   const Batch batch = make_batch(spec, 2, 1);
-  Mlp model(spec, cpu(), 1);
+  Mlp model(spec, cpu(), 1, trainctl::Precision::kFp32);
   CHECK_THROWS_WITH_AS(model.evaluate(batch.x.data(), batch.y.data(), 2), "batch of 2 rows exceeds 1",
                        std::logic_error);
 }
 
 TEST_CASE("init_parameters is deterministic per seed and uniform within 1/sqrt(fan_in)") {
   const ModelSpec spec = small_spec(Activation::kRelu);
-  Mlp model(spec, cpu(), 1);
+  Mlp model(spec, cpu(), 1, trainctl::Precision::kFp32);
   model.init_parameters(1234);
   const std::vector<float> first = download(model.parameters(), model.parameter_count());
   model.init_parameters(1234);
@@ -414,4 +414,40 @@ TEST_CASE("ReLU backward passes the gradient where z > 0 and sums the bias gradi
   cpu().bias_act_backward(grad.data(), z.data(), out.data(), grad.data(), grad_bias.data(), 2, 3, Activation::kRelu);
   CHECK(grad == std::array<float, 6>{0.0f, 0.0f, 7.0f, 0.0f, 0.0f, 17.0f});  // relu'(0) = 0 as in PyTorch
   CHECK(grad_bias == std::array<float, 3>{0.0f, 0.0f, 24.0f});
+}
+
+TEST_CASE("backward reports each layer once, last layer first, covering every parameter") {
+  const ModelSpec spec = small_spec(Activation::kGelu);
+  const Batch batch = make_batch(spec, 4, 5);
+  Mlp model(spec, cpu(), batch.rows, trainctl::Precision::kFp32);
+  model.init_parameters(9);
+  std::vector<std::pair<int64_t, int64_t>> reported;
+  model.forward_backward(batch.x.data(), batch.y.data(), batch.rows, 0.25f,
+                         [&](int64_t offset, int64_t count) { reported.emplace_back(offset, count); });
+  // Layer i is "2i.weight" then "2i.bias" in the layout: one contiguous slice, reported in reverse.
+  const auto& layout = model.parameter_layout();
+  REQUIRE(reported.size() * 2 == layout.size());
+  int64_t end = model.parameter_count();
+  for (size_t i = 0; i < reported.size(); ++i) {
+    const trainctl::ParameterSlice& weight = layout[layout.size() - 2 * (i + 1)];
+    CHECK(reported[i].first == weight.offset);
+    CHECK(reported[i].first + reported[i].second == end);
+    end = reported[i].first;
+  }
+  CHECK(end == 0);
+}
+
+TEST_CASE("bf16 precision rounds the GEMM inputs: close to fp32, not equal") {
+  const ModelSpec spec = small_spec(Activation::kRelu);
+  const Batch batch = make_batch(spec, 4, 21);
+  Mlp fp32(spec, cpu(), batch.rows, trainctl::Precision::kFp32);
+  Mlp bf16(spec, cpu(), batch.rows, trainctl::Precision::kBf16);
+  fp32.init_parameters(4);
+  bf16.init_parameters(4);
+  const double full = fp32.forward_backward(batch.x.data(), batch.y.data(), batch.rows, 1.0f).loss_sum;
+  const double rounded = bf16.forward_backward(batch.x.data(), batch.y.data(), batch.rows, 1.0f).loss_sum;
+  MESSAGE("loss sum fp32 ", full, ", bf16 ", rounded);
+  CHECK(rounded != full);
+  // bf16 keeps 8 significant bits: a relative error of a few 2^-9 through three layers.
+  CHECK(rounded == doctest::Approx(full).epsilon(2e-2));
 }

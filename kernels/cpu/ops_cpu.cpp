@@ -3,10 +3,12 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "device.h"
 
@@ -22,6 +24,8 @@ namespace trainctl {
 
 namespace {
 
+void cpu_bind_local(int, int) {}
+
 void* cpu_alloc(size_t bytes) {
   // 64-byte alignment keeps OpenBLAS on its aligned paths; aligned_alloc needs a multiple of it.
   void* pointer = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
@@ -35,6 +39,9 @@ void cpu_copy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, 
 
 void cpu_fill_zero(float* x, int64_t n) { std::fill(x, x + n, 0.0f); }
 
+void cpu_pin_host(void*, size_t) {}
+void cpu_unpin_host(void*) {}
+
 void cpu_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
               const float* b, float beta, float* c) {
   const blasint lda = static_cast<blasint>(transpose_a ? m : k);
@@ -42,6 +49,26 @@ void cpu_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t 
   cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, lda, b, ldb, beta,
               c, static_cast<blasint>(n));
+}
+
+// fp32 -> bf16 -> fp32: keep the top 16 bits, rounding to nearest with ties to even, as
+// __float2bfloat16_rn does. NaN stays NaN (quieted) instead of rounding into infinity.
+float round_to_bf16(float x) {
+  uint32_t bits = std::bit_cast<uint32_t>(x);
+  if (std::isnan(x)) return std::bit_cast<float>((bits | 0x00400000u) & 0xFFFF0000u);
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return std::bit_cast<float>(bits & 0xFFFF0000u);
+}
+
+void cpu_gemm_bf16(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                   const float* b, float beta, float* c) {
+  // Reused between calls: a training step makes a handful of GEMMs of the same few shapes.
+  thread_local std::vector<float> rounded_a, rounded_b;
+  rounded_a.assign(a, a + m * k);
+  rounded_b.assign(b, b + k * n);
+  std::transform(rounded_a.begin(), rounded_a.end(), rounded_a.begin(), round_to_bf16);
+  std::transform(rounded_b.begin(), rounded_b.end(), rounded_b.begin(), round_to_bf16);
+  cpu_gemm(transpose_a, transpose_b, m, n, k, alpha, rounded_a.data(), rounded_b.data(), beta, c);
 }
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
@@ -186,20 +213,24 @@ void cpu_scale(float* x, int64_t n, float factor) {
 }
 
 constexpr DeviceOps kCpuOps{
-    "cpu",
-    cpu_alloc,
-    cpu_release,
-    cpu_copy,
-    cpu_copy,
-    cpu_fill_zero,
-    cpu_gemm,
-    cpu_bias_act_forward,
-    cpu_bias_act_backward,
-    cpu_softmax_cross_entropy,
-    cpu_sgd_step,
-    cpu_adamw_step,
-    cpu_sum_squares,
-    cpu_scale,
+    .name = "cpu",
+    .bind_local = cpu_bind_local,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .fill_zero = cpu_fill_zero,
+    .pin_host = cpu_pin_host,
+    .unpin_host = cpu_unpin_host,
+    .gemm = cpu_gemm,
+    .gemm_bf16 = cpu_gemm_bf16,
+    .bias_act_forward = cpu_bias_act_forward,
+    .bias_act_backward = cpu_bias_act_backward,
+    .softmax_cross_entropy = cpu_softmax_cross_entropy,
+    .sgd_step = cpu_sgd_step,
+    .adamw_step = cpu_adamw_step,
+    .sum_squares = cpu_sum_squares,
+    .scale = cpu_scale,
 };
 
 }  // namespace

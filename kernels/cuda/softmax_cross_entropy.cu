@@ -1,0 +1,103 @@
+// The CUDA softmax cross-entropy, forward and backward in one kernel: a warp per row finds the
+// row's max (first index on ties, as std::max_element), sums exp(logit - max) in double, and
+// writes (softmax - onehot) * grad_scale, with the CPU reference's arithmetic. The loss sum and
+// the correct count are reduced in a fixed order (warp, block, then the last block over all
+// blocks) and copied back to the host.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/kernel_common.cuh"
+#include "cuda/ops_cuda.h"
+
+namespace trainctl::cuda_kernels {
+
+namespace {
+
+struct LossTotals {
+  double loss_sum;
+  long long correct;
+};
+
+// Keeps the larger value, or the earlier index of equal ones: the same pair whichever order
+// two candidates come in, so a butterfly leaves it in every lane.
+__device__ void keep_max(float& value, long long& index, float other_value, long long other_index) {
+  if (other_value > value || (other_value == value && other_index < index)) {
+    value = other_value;
+    index = other_index;
+  }
+}
+
+__global__ void softmax_cross_entropy_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels,
+                                             float* __restrict__ grad_logits, int64_t rows, int64_t classes,
+                                             float grad_scale, LossTotals* __restrict__ block_totals,
+                                             unsigned int* counter, LossTotals* __restrict__ totals) {
+  const int lane = static_cast<int>(threadIdx.x % kWarpSize);
+  const int64_t first_row = blockIdx.x * int64_t{kBlockWarps} + threadIdx.x / kWarpSize;
+  const int64_t row_stride = gridDim.x * int64_t{kBlockWarps};
+  double warp_loss = 0.0;  // kept by lane 0
+  long long warp_correct = 0;
+  for (int64_t r = first_row; r < rows; r += row_stride) {
+    const float* row = logits + r * classes;
+    float max_logit = -INFINITY;
+    long long argmax = LLONG_MAX;
+    for (int64_t c = lane; c < classes; c += kWarpSize) keep_max(max_logit, argmax, row[c], c);
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
+      keep_max(max_logit, argmax, __shfl_xor_sync(0xffffffffu, max_logit, offset),
+               __shfl_xor_sync(0xffffffffu, argmax, offset));
+    double denominator = 0.0;
+    for (int64_t c = lane; c < classes; c += kWarpSize) denominator += exp(static_cast<double>(row[c] - max_logit));
+    denominator = warp_sum(denominator);
+    const int32_t label = labels[r];
+    if (lane == 0) {
+      warp_loss += log(denominator) - static_cast<double>(row[label] - max_logit);
+      warp_correct += argmax == label ? 1 : 0;
+    }
+    if (grad_logits == nullptr) continue;
+    float* grad_row = grad_logits + r * classes;
+    for (int64_t c = lane; c < classes; c += kWarpSize) {
+      const double probability = exp(static_cast<double>(row[c] - max_logit)) / denominator;
+      grad_row[c] = static_cast<float>(probability - (c == label ? 1.0 : 0.0)) * grad_scale;
+    }
+  }
+
+  const double block_loss = block_sum(warp_loss);
+  const long long block_correct = block_sum(warp_correct);
+  if (gridDim.x == 1) {
+    if (threadIdx.x == 0) *totals = {block_loss, block_correct};
+    return;
+  }
+  if (threadIdx.x == 0) block_totals[blockIdx.x] = {block_loss, block_correct};
+  if (!finished_last(counter, gridDim.x)) return;
+  double loss = 0.0;
+  long long correct = 0;
+  for (unsigned int b = threadIdx.x; b < gridDim.x; b += kBlockThreads) {
+    loss += __ldcg(&block_totals[b].loss_sum);
+    correct += __ldcg(&block_totals[b].correct);
+  }
+  loss = block_sum(loss);
+  correct = block_sum(correct);
+  if (threadIdx.x == 0) *totals = {loss, correct};
+}
+
+}  // namespace
+
+void softmax_cross_entropy(const float* logits, const int32_t* labels, float* grad_logits, int64_t rows,
+                           int64_t classes, float grad_scale, double* loss_sum, int64_t* correct) {
+  LossTotals host_totals{0.0, 0};
+  if (rows > 0) {
+    const unsigned int blocks = static_cast<unsigned int>(std::min(ceil_div(rows, kBlockWarps), kMaxBlocks));
+    auto* block_totals = reduction_partials().get<LossTotals>(blocks * sizeof(LossTotals));
+    auto* counter = block_counters().get<unsigned int>(sizeof(unsigned int));
+    auto* totals = reduction_results().get<LossTotals>(sizeof(LossTotals));
+    softmax_cross_entropy_kernel<<<blocks, kBlockThreads, 0, 0>>>(logits, labels, grad_logits, rows, classes,
+                                                                  grad_scale, block_totals, counter, totals);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMemcpy(&host_totals, totals, sizeof(LossTotals), cudaMemcpyDeviceToHost));
+  }
+  *loss_sum = host_totals.loss_sum;
+  *correct = host_totals.correct;
+}
+
+}  // namespace trainctl::cuda_kernels

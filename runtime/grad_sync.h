@@ -1,0 +1,30 @@
+// Gradient averaging across ranks. Each rank scales its gradients by 1/G (G the global batch),
+// so their sum over ranks is the mean; after finish() every rank holds that sum.
+//   CPU: one MPI all-reduce of the whole buffer once backward is done.
+//   CUDA: NCCL, bootstrapped over MPI (rank 0 makes the unique id and broadcasts it). Each
+//   layer's slice is all-reduced on a stream of NCCL's own as soon as backward has finished it,
+//   so the reduction of later layers overlaps the backward pass through earlier ones.
+// Only the last micro-step of a step communicates: the trainer reports layers on that one only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "comm.h"
+#include "device.h"
+
+namespace trainctl {
+
+class GradientSync {
+ public:
+  virtual ~GradientSync() = default;
+  // gradients[offset, offset + count) is final for this step.
+  virtual void layer_ready(float* gradients, int64_t offset, int64_t count) = 0;
+  // Every later operation on the gradients sees the global sum.
+  virtual void finish(float* gradients, int64_t count) = 0;
+};
+
+// Throws BadRunInput (trainer.h) for CUDA on several ranks in a build without NCCL.
+std::unique_ptr<GradientSync> make_gradient_sync(const DeviceOps& ops, Comm& comm);
+
+}  // namespace trainctl
