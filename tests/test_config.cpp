@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "config_file.h"
+#include "config_files.h"
 #include "config_reader.h"
 #include "errors.h"
 #include "train_spec.h"
@@ -23,35 +24,11 @@
 using trainctl::ConfigError;
 using trainctl::nearest_key;
 
+using namespace config_files;
+
 namespace {
 
 namespace fs = std::filesystem;
-
-// A directory under the system temp dir, unique to this process, removed at exit.
-class TempDir {
- public:
-  TempDir() : path_(fs::temp_directory_path() / ("trainctl-test-config-" + std::to_string(getpid()))) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-// Writes `text` to a new file with a unique name in the temp dir and returns its path.
-std::string write_temp_config(std::string_view text) {
-  static TempDir dir;
-  static int counter = 0;
-  const fs::path path = dir.path() / ("config-" + std::to_string(++counter) + ".toml");
-  std::ofstream(path, std::ios::binary) << text;
-  return path.string();
-}
 
 // The smallest config that validates. Line numbers matter: the expected error positions below
 // are derived from this layout.
@@ -106,21 +83,6 @@ std::string without_table(std::string_view text, std::string_view header) {
   const size_t blank = result.find("\n\n", begin);
   return result.erase(begin, blank == std::string::npos ? std::string::npos : blank + 2 - begin);
 }
-
-// The ConfigError text load_config gives for `text`, with the temp file's path replaced by FILE.
-std::string load_error(std::string_view text) {
-  const std::string path = write_temp_config(text);
-  try {
-    trainctl::load_config(path);
-  } catch (const ConfigError& error) {
-    std::string what = error.what();
-    if (what.starts_with(path)) what.replace(0, path.size(), "FILE");
-    return what;
-  }
-  return "(no error)";
-}
-
-trainctl::Config load_text(std::string_view text) { return trainctl::load_config(write_temp_config(text)); }
 
 fs::path configs_dir() {
   const char* source_dir = std::getenv("TRAINCTL_SOURCE_DIR");

@@ -21,6 +21,7 @@
 #include <toml++/toml.h>
 
 #include "config_file.h"
+#include "config_files.h"
 #include "config_reader.h"
 #include "job_array.h"
 #include "run_status.h"
@@ -33,35 +34,11 @@ using trainctl::SweepManifest;
 using trainctl::SweepTask;
 using trainctl::TaskStatus;
 
+using namespace config_files;
+
 namespace {
 
 namespace fs = std::filesystem;
-
-// A directory under the system temp dir, unique to this process, removed at exit.
-class TempDir {
- public:
-  TempDir() : path_(fs::temp_directory_path() / ("trainctl-test-sweep-" + std::to_string(getpid()))) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-// Writes `text` to a new file with a unique name in the temp dir and returns its path.
-std::string write_temp_config(std::string_view text) {
-  static TempDir dir;
-  static int counter = 0;
-  const fs::path path = dir.path() / ("sweep-" + std::to_string(++counter) + ".toml");
-  std::ofstream(path, std::ios::binary) << text;
-  return path.string();
-}
 
 // The smallest config that validates; [train] comes last so that with_sweep can add to it.
 constexpr std::string_view kBaseConfig = R"([job]
@@ -85,26 +62,6 @@ std::string with_sweep(std::string_view sweep_lines, std::string_view train_keys
   std::string text(kBaseConfig);
   text.append(train_keys).append("\n[sweep]\n").append(sweep_lines);
   return text;
-}
-
-trainctl::Config load_text(std::string_view text) { return trainctl::load_config(write_temp_config(text)); }
-
-// `error`'s text with the config file's path replaced by FILE.
-std::string located(const ConfigError& error, const std::string& path) {
-  std::string what = error.what();
-  if (what.starts_with(path)) what.replace(0, path.size(), "FILE");
-  return what;
-}
-
-// The ConfigError text load_config gives for `text`, with the file's path replaced by FILE.
-std::string load_error(std::string_view text) {
-  const std::string path = write_temp_config(text);
-  try {
-    trainctl::load_config(path);
-  } catch (const ConfigError& error) {
-    return located(error, path);
-  }
-  return "(no error)";
 }
 
 std::string sweep_error(std::string_view sweep_lines) { return load_error(with_sweep(sweep_lines)); }
