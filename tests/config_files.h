@@ -14,6 +14,24 @@
 
 namespace config_files {
 
+// The smallest config that validates. Line numbers matter: the tests derive expected error
+// positions from this layout; [train] comes last so that tests can append keys to it.
+//   1 [job]    4 [model]    8 [data]    11 [train]    12 steps    13 micro_batch
+constexpr std::string_view kMinimalConfig = R"([job]
+name = "unit-test"
+
+[model]
+inputs = 4
+classes = 3
+
+[data]
+train = "train.h5"
+
+[train]
+steps = 100
+micro_batch = 8
+)";
+
 // A directory under the system temp dir, unique to this process and instance, removed at exit.
 class TempDir {
  public:

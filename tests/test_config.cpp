@@ -30,24 +30,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The smallest config that validates. Line numbers matter: the expected error positions below
-// are derived from this layout.
-//   1 [job]    4 [model]    8 [data]    11 [train]    12 steps    13 micro_batch
-constexpr std::string_view kMinimalConfig = R"([job]
-name = "unit-test"
-
-[model]
-inputs = 4
-classes = 3
-
-[data]
-train = "train.h5"
-
-[train]
-steps = 100
-micro_batch = 8
-)";
-
 // `text` with the line `from` (which must occur exactly once, as a whole line) replaced by `to`;
 // an empty `to` deletes the line.
 std::string replace_line(std::string_view text, std::string_view from, std::string_view to) {

@@ -40,26 +40,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The smallest config that validates; [train] comes last so that with_sweep can add to it.
-constexpr std::string_view kBaseConfig = R"([job]
-name = "unit-test"
-
-[model]
-inputs = 4
-classes = 3
-
-[data]
-train = "train.h5"
-
-[train]
-steps = 100
-micro_batch = 8
-)";
-
-// kBaseConfig with `train_keys` (whole lines) added to [train], then a [sweep] table of
+// kMinimalConfig with `train_keys` (whole lines) added to [train], then a [sweep] table of
 // `sweep_lines`. Without train_keys, [sweep] is line 15 and its first key line 16.
 std::string with_sweep(std::string_view sweep_lines, std::string_view train_keys = "") {
-  std::string text(kBaseConfig);
+  std::string text(kMinimalConfig);
   text.append(train_keys).append("\n[sweep]\n").append(sweep_lines);
   return text;
 }
@@ -305,7 +289,7 @@ TEST_CASE("a sweep's settings are read") {
   CHECK(config.sweep->parameters[0].kind == trainctl::SweepParameter::Kind::kUniform);
   CHECK(config.sweep->parameters[0].position.line == 16);
   CHECK(config.sweep->parameters[0].position.column == 14);
-  CHECK_FALSE(load_text(kBaseConfig).sweep.has_value());
+  CHECK_FALSE(load_text(kMinimalConfig).sweep.has_value());
 }
 
 TEST_CASE("task_config puts the task's values in and drops [sweep]") {
