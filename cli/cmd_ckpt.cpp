@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "checkpoint.h"
+#include "checkpoint_file.h"
 #include "commands.h"
 #include "errors.h"
 

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "data_source.h"
+#include "classification_file.h"
 #include "rng.h"
 
 namespace trainctl {

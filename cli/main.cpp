@@ -4,7 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "checkpoint.h"
+#include "checkpoint_file.h"
 #include "commands.h"
 #include "config_reader.h"
 #include "errors.h"

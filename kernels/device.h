@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-namespace trainctl {
+#include "activation.h"
 
-enum class Activation { kNone, kRelu, kGelu };
+namespace trainctl {
 
 // The device a config asks for cannot be used here (no GPU visible, fewer GPUs than ranks on the
 // node): bad input for this machine, which the runtime reports with exit code 2.

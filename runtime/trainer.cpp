@@ -13,12 +13,12 @@
 #include <fmt/ranges.h>
 
 #include "atomic_file.h"
-#include "checkpoint.h"
-#include "data_source.h"
+#include "checkpoint_file.h"
+#include "classification_file.h"
 #include "exit_codes.h"
 #include "grad_sync.h"
 #include "metrics.h"
-#include "model.h"
+#include "mlp.h"
 #include "optimizer.h"
 #include "sampler.h"
 #include "signals.h"

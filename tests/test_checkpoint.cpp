@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "atomic_file.h"
-#include "checkpoint.h"
+#include "checkpoint_file.h"
 #include "hdf5_file.h"
 
 using trainctl::Checkpoint;

@@ -168,14 +168,6 @@ class Checker {
 std::string shape_name(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
 std::string shape_name(int64_t a, int64_t b, int64_t c) { return shape_name(a, b) + "x" + std::to_string(c); }
 
-const char* activation_name(Activation act) {
-  switch (act) {
-    case Activation::kRelu: return "relu";
-    case Activation::kGelu: return "gelu";
-    default: return "none";
-  }
-}
-
 void test_memory(const DeviceOps& cuda, Checker& checker) {
   const std::vector<float> values = random_floats(1000, -1.0f, 1.0f, 1);
   DeviceCopy<float> device(cuda, values, 3);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "device.h"
-#include "model.h"
+#include "mlp.h"
 #include "rng.h"
 
 using trainctl::Activation;

@@ -1,5 +1,5 @@
 // The classification dataset file: see data_source.h.
-#include "data_source.h"
+#include "classification_file.h"
 
 #include <cstring>
 #include <stdexcept>

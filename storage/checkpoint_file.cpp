@@ -1,5 +1,5 @@
 // Checkpoints: see checkpoint.h for the layout and the guarantees.
-#include "checkpoint.h"
+#include "checkpoint_file.h"
 
 #include <zlib.h>
 

@@ -10,7 +10,7 @@
 
 #include <toml++/toml.h>
 
-#include "device.h"
+#include "activation.h"
 
 namespace trainctl {
 
@@ -73,7 +73,5 @@ RunSpec parse_run_spec(const toml::table& root, const std::string& file);
 // Rewrites data.train / data.val in `root` relative to `base_dir`, so a resolved config can be
 // used from any working directory.
 void resolve_data_paths(toml::table& root, const std::string& base_dir);
-
-const char* activation_name(Activation activation);
 
 }  // namespace trainctl

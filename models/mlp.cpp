@@ -1,5 +1,5 @@
 // The MLP: see model.h.
-#include "model.h"
+#include "mlp.h"
 
 #include <algorithm>
 #include <cmath>

@@ -106,12 +106,4 @@ void resolve_data_paths(toml::table& root, const std::string& base_dir) {
   }
 }
 
-const char* activation_name(Activation activation) {
-  switch (activation) {
-    case Activation::kRelu: return "relu";
-    case Activation::kGelu: return "gelu";
-    default: return "none";
-  }
-}
-
 }  // namespace trainctl
