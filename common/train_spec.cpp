@@ -3,21 +3,44 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "config_reader.h"
 
 namespace trainctl {
 
 namespace {
 
-ModelSpec parse_model(TableReader reader) {
-  if (!reader.present()) reader.fail("kind", "required table [model] is missing");
-  ModelSpec model;
-  reader.choice("kind", {"mlp"}, "mlp");
+MlpSpec parse_mlp(TableReader& reader) {
+  MlpSpec model;
   model.inputs = reader.integer("inputs", std::nullopt, 1, 1 << 20);
   model.hidden = reader.integer_list("hidden", std::vector<int64_t>{}, 1);
   model.classes = reader.integer("classes", std::nullopt, 2, 1 << 20);
   std::string activation = reader.choice("activation", {"relu", "gelu"}, "relu");
   model.activation = activation == "relu" ? Activation::kRelu : Activation::kGelu;
+  return model;
+}
+
+Gpt2Spec parse_gpt2(TableReader& reader) {
+  Gpt2Spec model;
+  model.n_layer = reader.integer("n_layer", std::nullopt, 1, 1024);
+  model.n_head = reader.integer("n_head", std::nullopt, 1, 1024);
+  model.n_embd = reader.integer("n_embd", std::nullopt, 1, 1 << 16);
+  model.block_size = reader.integer("block_size", std::nullopt, 1, 1 << 16);
+  // Tokens are stored as uint16.
+  model.vocab_size = reader.integer("vocab_size", std::nullopt, 2, 65536);
+  if (model.n_embd % model.n_head != 0)
+    reader.fail("n_embd", fmt::format("{} is not divisible by n_head = {}", model.n_embd, model.n_head));
+  return model;
+}
+
+ModelSpec parse_model(TableReader reader) {
+  if (!reader.present()) reader.fail("kind", "required table [model] is missing");
+  ModelSpec model;
+  if (reader.choice("kind", {"mlp", "gpt2"}, "mlp") == "gpt2")
+    model.config = parse_gpt2(reader);
+  else
+    model.config = parse_mlp(reader);
   reader.reject_unknown();
   return model;
 }
@@ -69,6 +92,7 @@ TrainSpec parse_train(TableReader reader) {
   train.log_every = reader.integer("log_every", 10, 1);
   train.device = reader.choice("device", {"cpu", "cuda"}, "cpu");
   train.precision = reader.choice("precision", {"fp32", "bf16"}, "fp32") == "bf16" ? Precision::kBf16 : Precision::kFp32;
+  train.recompute = reader.boolean("recompute", false);
   reader.reject_unknown();
   return train;
 }
@@ -84,6 +108,8 @@ CheckpointSpec parse_checkpoint(TableReader reader) {
 }
 
 }  // namespace
+
+const char* ModelSpec::kind() const { return std::holds_alternative<Gpt2Spec>(config) ? "gpt2" : "mlp"; }
 
 RunSpec parse_run_spec(const toml::table& root, const std::string& file) {
   RunSpec spec;

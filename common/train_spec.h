@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <toml++/toml.h>
@@ -20,15 +21,33 @@ enum class Schedule { kConstant, kLinear, kCosine };
 // optimizer state stay fp32 (DeviceOps::gemm_bf16).
 enum class Precision { kFp32, kBf16 };
 
-struct ModelSpec {
+// [model] kind = "mlp": torch.nn.Sequential(Linear, Act, ..., Linear), a classifier.
+struct MlpSpec {
   int64_t inputs = 0;
   std::vector<int64_t> hidden;
   int64_t classes = 0;
   Activation activation = Activation::kRelu;
 };
 
+// [model] kind = "gpt2": the GPT-2 decoder (Hugging Face's GPT2LMHeadModel without dropout).
+struct Gpt2Spec {
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_embd = 0;
+  int64_t block_size = 0;  // context length, GPT-2's n_positions
+  int64_t vocab_size = 0;
+};
+
+// [model]: one alternative per kind, parsed by that kind's schema.
+struct ModelSpec {
+  std::variant<MlpSpec, Gpt2Spec> config;
+  const char* kind() const;  // "mlp" | "gpt2"
+};
+
 struct DataSpec {
-  std::string train;               // HDF5 file with x float32 [N, inputs] and y int [N]
+  // mlp: an HDF5 file with x float32 [N, inputs] and y int [N].
+  // gpt2: an llm.c token file, or a glob of shards (header of 256 int32, then uint16 tokens).
+  std::string train;
   std::optional<std::string> val;  // same layout
   bool shuffle = true;
 };
@@ -51,6 +70,8 @@ struct TrainSpec {
   int64_t log_every = 10;
   std::string device = "cpu";  // "cpu" or "cuda"; the runtime checks that it has one
   Precision precision = Precision::kFp32;
+  // Blocks keep only their inputs and recompute the rest in backward (gradients unchanged).
+  bool recompute = false;
 };
 
 struct CheckpointSpec {

@@ -1,12 +1,22 @@
-// The device seam: one table of the operations the runtime computes with. The CPU table
-// (kernels/cpu, OpenBLAS) is always built; a CUDA table registers itself only when compiled in.
-// Every op of a device has a CPU reference with the same signature, which is what tests compare
-// against. All matrices are row-major; pointers are device pointers of that table's device,
-// except the scalar outputs (loss_sum, correct, the sum_squares result), which are host values.
+// The device seam: the operations the models compute with, grouped by op family (memory, blas,
+// elementwise, norm, embedding, attention, loss, optimizer). Each family is one file per device
+// (kernels/cpu/<family>.cpp, kernels/cuda/<family>.cu). The CPU table is always built and is
+// the reference: every op of another device has a CPU op with the same signature that tests
+// compare it against. A CUDA table registers itself only when compiled in.
+//
+// Conventions: matrices are row-major; pointers are device pointers of the table's device,
+// except host scalars (loss_sum, correct, the sum_squares result). Every compute op takes the
+// Stream it is ordered on first. "Accumulates" means the op adds into its output (gradients
+// summed over micro-batches and over the uses of a tensor); otherwise it overwrites.
+//
+// A family is either whole or absent: registration (find_device) refuses a table with an empty
+// op in a family it has. The transformer families are optional (std::optional), so that a device
+// can run the MLP before it has them; a model asks for what it needs (missing_families).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -16,6 +26,12 @@
 
 namespace trainctl {
 
+// The queue an op is ordered on: a cudaStream_t on CUDA (null: the legacy default stream);
+// unused on the CPU, where every op completes before it returns.
+struct Stream {
+  void* handle = nullptr;
+};
+
 // The device a config asks for cannot be used here (no GPU visible, fewer GPUs than ranks on the
 // node): bad input for this machine, which the runtime reports with exit code 2.
 class DeviceUnavailable : public std::runtime_error {
@@ -23,60 +39,156 @@ class DeviceUnavailable : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-struct DeviceOps {
-  const char* name;
-
+struct MemoryOps {
   // Binds the calling process to its device as local rank `local_rank` of `local_size` ranks on
   // this node. CUDA takes visible device `local_rank` (CUDA_VISIBLE_DEVICES decides which are
-  // visible) and throws DeviceUnavailable when there are fewer than `local_size`; the CPU binds
-  // to nothing.
+  // visible) and throws DeviceUnavailable when there are fewer than `local_size`.
   void (*bind_local)(int local_rank, int local_size);
-
   void* (*alloc)(size_t bytes);
   void (*release)(void* pointer);
-  void (*upload)(void* device_dst, const void* host_src, size_t bytes);
-  void (*download)(void* host_dst, const void* device_src, size_t bytes);
-  void (*fill_zero)(float* x, int64_t n);
-  // Page-locks host memory that device-to-host copies target again and again (the checkpoint
-  // staging buffers), so the copies run at full speed; nothing to do on the CPU.
+  // Host <-> device copies, ordered after earlier work on `stream`; complete when they return.
+  void (*upload)(Stream stream, void* device_dst, const void* host_src, size_t bytes);
+  void (*download)(Stream stream, void* host_dst, const void* device_src, size_t bytes);
+  void (*copy)(Stream stream, void* device_dst, const void* device_src, size_t bytes);
+  void (*fill_zero)(Stream stream, float* x, int64_t n);
+  // Page-locks host memory that copies target again and again (checkpoint staging), so they run
+  // at full speed; nothing to do on the CPU.
   void (*pin_host)(void* host, size_t bytes);
   void (*unpin_host)(void* host);
+  // The dense peak of one rank's device in FLOP/s for fp32 or bf16 GEMMs (for MFU estimates);
+  // 0 when unknown.
+  double (*peak_flops)(bool bf16);
+};
 
-  // c[m,n] = alpha * op(a) * op(b) + beta * c, where op(a) is [m,k] and op(b) is [k,n].
-  void (*gemm)(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-               const float* b, float beta, float* c);
-  // gemm with a and b rounded to bfloat16 (to nearest, ties to even) and the products summed in
-  // fp32 into fp32 c: the compute of precision = "bf16", whose weights stay fp32.
-  void (*gemm_bf16)(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha,
-                    const float* a, const float* b, float beta, float* c);
+// One GEMM, or `batch` of them at fixed strides: for i < batch,
+//   C_i[m,n] = alpha * op(A_i) op(B_i) + beta * C_i,  X_i = X + i * stride_x,
+// where op(A) is [m,k] (A stored [k,m] when transpose_a) and op(B) is [k,n]; lda, ldb, ldc are
+// the row strides (elements between rows) of A, B and C as stored.
+struct Gemm {
+  bool transpose_a = false, transpose_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  float alpha = 1.0f, beta = 0.0f;
+  const float* a = nullptr;
+  int64_t lda = 0, stride_a = 0;
+  const float* b = nullptr;
+  int64_t ldb = 0, stride_b = 0;
+  float* c = nullptr;
+  int64_t ldc = 0, stride_c = 0;
+  int64_t batch = 1;
+};
+
+// A single GEMM of packed (unstrided) matrices, the common case.
+Gemm dense_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                const float* b, float beta, float* c);
+
+struct BlasOps {
+  void (*gemm)(Stream stream, const Gemm& gemm);
+  // gemm with A and B rounded to bfloat16 (to nearest, ties to even) and the products summed in
+  // fp32 into fp32 C: the compute of precision = "bf16", whose weights stay fp32.
+  void (*gemm_bf16)(Stream stream, const Gemm& gemm);
+};
+
+struct ElementwiseOps {
   // z[r,c] += bias[c], then out = act(z); z keeps the pre-activation for the backward pass.
-  void (*bias_act_forward)(float* z, const float* bias, float* out, int64_t rows, int64_t cols, Activation act);
-  // grad_z = grad_out * act'(z) (grad_z may alias grad_out); grad_bias[c] += sum over rows of grad_z,
-  // accumulating across micro-batches. `out` is the forward's act(z): GELU's derivative reuses
-  // the normal CDF it holds (out = z * cdf(z)) instead of evaluating erf again.
-  void (*bias_act_backward)(const float* grad_out, const float* z, const float* out, float* grad_z, float* grad_bias,
-                            int64_t rows, int64_t cols, Activation act);
-  // loss_sum = sum over rows of -log softmax(logits)[label]; correct = rows whose argmax is the label.
-  // grad_logits (may be null for evaluation) = (softmax - onehot(label)) * grad_scale.
-  void (*softmax_cross_entropy)(const float* logits, const int32_t* labels, float* grad_logits, int64_t rows,
-                                int64_t classes, float grad_scale, double* loss_sum, int64_t* correct);
+  // `out` may be z itself (then only for kNone is the pre-activation lost, which needs none).
+  void (*bias_act_forward)(Stream stream, float* z, const float* bias, float* out, int64_t rows, int64_t cols,
+                           Activation act);
+  // grad_z = grad_out * act'(z) (grad_z may alias grad_out); grad_bias[c] accumulates the sum
+  // over rows of grad_z. `out` is the forward's act(z) (GELU's erf derivative reuses the cdf it
+  // holds); for kNone, z and out are not read.
+  void (*bias_act_backward)(Stream stream, const float* grad_out, const float* z, const float* out, float* grad_z,
+                            float* grad_bias, int64_t rows, int64_t cols, Activation act);
+  // out = a + b (out may be a or b): the residual connection, and gradient accumulation.
+  void (*add)(Stream stream, float* out, const float* a, const float* b, int64_t n);
+};
+
+struct NormOps {
+  // LayerNorm over the last dimension of x [rows, cols]:
+  //   out = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps) (biased variance);
+  // saves mean [rows] and rstd [rows] for the backward pass.
+  void (*layernorm_forward)(Stream stream, float* out, float* mean, float* rstd, const float* x, const float* weight,
+                            const float* bias, int64_t rows, int64_t cols, float eps);
+  // Accumulates grad_x, grad_weight and grad_bias from grad_out.
+  void (*layernorm_backward)(Stream stream, float* grad_x, float* grad_weight, float* grad_bias,
+                             const float* grad_out, const float* x, const float* weight, const float* mean,
+                             const float* rstd, int64_t rows, int64_t cols);
+};
+
+struct EmbeddingOps {
+  // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:] for tokens [batch, seq], wte [vocab, channels],
+  // wpe [>= seq, channels].
+  void (*embedding_forward)(Stream stream, float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                            int64_t batch, int64_t seq, int64_t channels);
+  // Accumulates grad_wte[tokens[b,t],:] += grad_out[b,t,:] and grad_wpe[t,:] += grad_out[b,t,:],
+  // in a fixed order (deterministic).
+  void (*embedding_backward)(Stream stream, float* grad_wte, float* grad_wpe, const float* grad_out,
+                             const int32_t* tokens, int64_t batch, int64_t seq, int64_t channels);
+};
+
+struct AttentionOps {
+  // Causal multi-head self-attention. qkv [batch, seq, 3*channels] holds q, k and v side by side
+  // (GPT-2's c_attn output); head h of each is columns [h*d, (h+1)*d), d = channels / heads.
+  // out [batch, seq, channels] = softmax(q k^T / sqrt(d), masked to j <= i) v, heads side by
+  // side. Saves lse [batch, heads, seq], the log-sum-exp of each row of scaled scores, so that
+  // backward recomputes the probabilities instead of keeping a seq x seq matrix per head.
+  void (*attention_forward)(Stream stream, float* out, float* lse, const float* qkv, int64_t batch, int64_t seq,
+                            int64_t channels, int64_t heads);
+  // grad_qkv [batch, seq, 3*channels] (overwritten) from grad_out, given the forward's qkv, out
+  // and lse.
+  void (*attention_backward)(Stream stream, float* grad_qkv, const float* grad_out, const float* qkv,
+                             const float* out, const float* lse, int64_t batch, int64_t seq, int64_t channels,
+                             int64_t heads);
+};
+
+struct LossOps {
+  // loss_sum = sum over rows of -log softmax(logits)[label]; correct = rows whose argmax is the
+  // label. grad_logits (null for evaluation) = (softmax - onehot(label)) * grad_scale.
+  void (*softmax_cross_entropy)(Stream stream, const float* logits, const int32_t* labels, float* grad_logits,
+                                int64_t rows, int64_t classes, float grad_scale, double* loss_sum, int64_t* correct);
+};
+
+struct OptimizerOps {
   // PyTorch SGD: g += wd * p; buf = momentum * buf + g; p -= lr * buf (buf starts at zero).
   // Hyperparameters are doubles, as PyTorch's are Python floats: derived scalars such as
   // 1 - beta2 are computed in double and rounded once, so the state matches torch.optim's.
-  void (*sgd_step)(float* param, const float* grad, float* momentum_buffer, int64_t n, double lr, double momentum,
-                   double weight_decay);
+  void (*sgd_step)(Stream stream, float* param, const float* grad, float* momentum_buffer, int64_t n, double lr,
+                   double momentum, double weight_decay);
   // PyTorch AdamW (decoupled weight decay, bias-corrected); `step` counts from 1.
-  void (*adamw_step)(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n, double lr,
-                     double beta1, double beta2, double eps, double weight_decay, int64_t step);
-  double (*sum_squares)(const float* x, int64_t n);
-  void (*scale)(float* x, int64_t n, float factor);
+  void (*adamw_step)(Stream stream, float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+                     double lr, double beta1, double beta2, double eps, double weight_decay, int64_t step);
+  // The sum of squares in a fixed order (the gradient norm); a host value.
+  double (*sum_squares)(Stream stream, const float* x, int64_t n);
+  void (*scale)(Stream stream, float* x, int64_t n, float factor);
 };
 
+struct Device {
+  const char* name;
+  MemoryOps memory;
+  BlasOps blas;
+  ElementwiseOps elementwise;
+  LossOps loss;
+  OptimizerOps optimizer;
+  // The transformer's families (optional: a device may not have them yet).
+  std::optional<NormOps> norm;
+  std::optional<EmbeddingOps> embedding;
+  std::optional<AttentionOps> attention;
+};
+
+// The op families a model can ask for, by name.
+enum class OpFamily { kNorm, kEmbedding, kAttention };
+const char* op_family_name(OpFamily family);
+// The families of `needed` that `device` lacks.
+std::vector<OpFamily> missing_families(const Device& device, const std::vector<OpFamily>& needed);
+
+// Throws std::logic_error naming "<device>.<family>.<op>" for the first empty op of a family the
+// table has: a table with a hole is a build defect, found at registration, never a null call.
+void check_device_table(const Device& device);
+
 // The table for `name` ("cpu", "cuda"), or null when this build does not have it.
-const DeviceOps* find_device(std::string_view name);
+const Device* find_device(std::string_view name);
 std::vector<std::string> available_devices();
 
 // The CPU reference table, always present.
-const DeviceOps& cpu_device();
+const Device& cpu_device();
 
 }  // namespace trainctl

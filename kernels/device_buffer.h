@@ -12,8 +12,8 @@ template <typename T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  DeviceBuffer(const DeviceOps& ops, int64_t count)
-      : ops_(&ops), data_(static_cast<T*>(ops.alloc(static_cast<size_t>(count) * sizeof(T)))), count_(count) {}
+  DeviceBuffer(const Device& device, int64_t count)
+      : device_(&device), data_(static_cast<T*>(device.memory.alloc(static_cast<size_t>(count) * sizeof(T)))), count_(count) {}
   DeviceBuffer(DeviceBuffer&& other) noexcept { swap(other); }
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
     swap(other);
@@ -22,24 +22,27 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   ~DeviceBuffer() {
-    if (data_ != nullptr) ops_->release(data_);
+    if (data_ != nullptr) device_->memory.release(data_);
   }
 
   T* get() const { return data_; }
   int64_t size() const { return count_; }
-  void upload(const T* host, int64_t count) { ops_->upload(data_, host, static_cast<size_t>(count) * sizeof(T)); }
+  // Copies ordered on the legacy default stream; complete when they return.
+  void upload(const T* host, int64_t count) {
+    device_->memory.upload(Stream{}, data_, host, static_cast<size_t>(count) * sizeof(T));
+  }
   void download(T* host, int64_t count) const {
-    ops_->download(host, data_, static_cast<size_t>(count) * sizeof(T));
+    device_->memory.download(Stream{}, host, data_, static_cast<size_t>(count) * sizeof(T));
   }
 
  private:
   void swap(DeviceBuffer& other) noexcept {
-    std::swap(ops_, other.ops_);
+    std::swap(device_, other.device_);
     std::swap(data_, other.data_);
     std::swap(count_, other.count_);
   }
 
-  const DeviceOps* ops_ = nullptr;
+  const Device* device_ = nullptr;
   T* data_ = nullptr;
   int64_t count_ = 0;
 };
