@@ -1,11 +1,23 @@
 // trainctl data synth: a learnable synthetic classification dataset, from a seed. Each class is
 // a mixture of three Gaussian blobs in feature space, so that a linear model cannot fit it
 // perfectly but a small MLP can.
+// trainctl data tokenize: text files as llm.c token files with a byte-level tokenizer (token =
+// byte value, so vocab_size = 256 suffices), for demos and tests that download nothing.
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <span>
+
 #include <fmt/format.h>
 
 #include "commands.h"
 #include "classification_file.h"
+#include "errors.h"
 #include "rng.h"
+#include "token_file.h"
 
 namespace trainctl {
 
@@ -38,6 +50,50 @@ ClassificationData synthesize(int64_t samples, int64_t features, int64_t classes
   }
   return data;
 }
+
+// Appends the bytes of `path` to `tokens`, one token each.
+void append_byte_tokens(const std::string& path, std::vector<uint16_t>& tokens) {
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored)) throw UsageError(fmt::format("cannot read {}: it is a directory", path));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  const std::string bytes(std::istreambuf_iterator<char>(in), {});
+  for (const unsigned char byte : bytes) tokens.push_back(byte);
+}
+
+void add_tokenize_command(CLI::App& data) {
+  auto* tokenize = data.add_subcommand(
+      "tokenize", "write text files as an llm.c token file, one token per byte (vocab_size 256)");
+  struct Options {
+    std::vector<std::string> inputs;
+    std::string out, val_out;
+    double val_fraction = 0.1;
+  };
+  auto options = std::make_shared<Options>();
+  tokenize->add_option("inputs", options->inputs, "input files, concatenated in this order")->required();
+  tokenize->add_option("-o,--out", options->out, "training token file")->required();
+  auto* val_out = tokenize->add_option("--val-out", options->val_out, "also write a validation token file");
+  tokenize->add_option("--val-fraction", options->val_fraction, "the last fraction of the tokens that goes to --val-out")
+      ->capture_default_str()
+      ->needs(val_out);
+  tokenize->callback([options] {
+    if (!(options->val_fraction > 0.0 && options->val_fraction < 1.0))
+      throw UsageError(fmt::format("--val-fraction {} is not in (0, 1)", options->val_fraction));
+    std::vector<uint16_t> tokens;
+    for (const std::string& input : options->inputs) append_byte_tokens(input, tokens);
+    const auto total = static_cast<int64_t>(tokens.size());
+    const int64_t val_tokens = options->val_out.empty() ? 0 : std::llround(static_cast<double>(total) * options->val_fraction);
+    if (!options->val_out.empty() && (val_tokens == 0 || val_tokens == total))
+      throw UsageError(fmt::format("{} tokens cannot be split at --val-fraction {}: one file would be empty", total,
+                                   options->val_fraction));
+    const std::span<const uint16_t> all(tokens);
+    write_token_file(options->out, all.first(static_cast<size_t>(total - val_tokens)));
+    fmt::print("wrote {} ({} tokens)\n", options->out, total - val_tokens);
+    if (options->val_out.empty()) return;
+    write_token_file(options->val_out, all.last(static_cast<size_t>(val_tokens)));
+    fmt::print("wrote {} ({} tokens)\n", options->val_out, val_tokens);
+  });
+}
 }  // namespace
 
 void add_data_command(CLI::App& app) {
@@ -67,6 +123,7 @@ void add_data_command(CLI::App& app) {
                                                            options->seed, kSyntheticDataStream + 2));
     fmt::print("wrote {} ({} samples)\n", options->val_out, options->val_samples);
   });
+  add_tokenize_command(*data);
 }
 
 }  // namespace trainctl

@@ -42,15 +42,16 @@ void add_status_command(CLI::App& app) {
   command->callback([options] {
     std::vector<std::string> runs = options->runs.empty() ? runs_under("runs") : options->runs;
     for (const std::string& run : runs)
-      if (!RunDir(run).exists()) throw UsageError(fmt::format("{} is not a run directory (no config.toml)", run));
+      if (!RunDir(run).exists())
+        throw UsageError(fmt::format("{} is not a run directory (no {})", run, run_file::kConfig));
     ProcessRunner runner;
     SlurmClient slurm(runner);
     std::vector<RunStatus> statuses;
     for (const std::string& run : runs) statuses.push_back(read_run_status(RunDir(run), slurm));
     if (options->json) {
-      std::vector<std::string> objects;
-      for (const RunStatus& status : statuses) objects.push_back(run_status_json(status));
-      fmt::print("[{}]\n", fmt::join(objects, ",\n "));
+      std::vector<Json> records;
+      for (const RunStatus& status : statuses) add_run_status(records.emplace_back(Json::object()), status);
+      fmt::print("{}", json_records_text(records));
       return;
     }
     fmt::print("{:<32} {:>8} {:<10} {:>8} {:>8} {:>10} {:>10}  {}\n", "RUN", "JOB", "STATE", "REQUEUES", "STEP", "LOSS",

@@ -8,7 +8,6 @@
 
 #include "commands.h"
 #include "errors.h"
-#include "json_line.h"
 #include "sweep_status.h"
 #include "sweep_submit.h"
 
@@ -26,34 +25,6 @@ std::string metric_name(RankMetric metric) {
 }
 
 std::string loss_text(const std::optional<double>& value) { return value ? fmt::format("{:.4f}", *value) : "-"; }
-
-JsonLine params_json(const SweepManifest& manifest, const SweepTask& task) {
-  JsonLine params;
-  for (size_t i = 0; i < manifest.parameters.size(); ++i) {
-    const toml::node& value = task.values[i];
-    if (auto integer = value.value_exact<int64_t>())
-      params.add(manifest.parameters[i], *integer);
-    else if (auto number = value.value_exact<double>())
-      params.add(manifest.parameters[i], *number);
-    else if (auto text = value.value_exact<std::string>())
-      params.add(manifest.parameters[i], *text);
-    else
-      params.add(manifest.parameters[i], describe_value(value));
-  }
-  return params;
-}
-
-void print_json(const SweepManifest& manifest, const std::vector<TaskStatus>& ranked, RankMetric metric) {
-  std::vector<std::string> objects;
-  int64_t rank = 0;
-  for (const TaskStatus& status : ranked) {
-    JsonLine line;
-    line.add("task", status.task).add("params", params_json(manifest, manifest.tasks[static_cast<size_t>(status.task)]));
-    if (metric_of(status, metric)) line.add("rank", ++rank);
-    objects.push_back(add_run_status(line, status.run).str());
-  }
-  fmt::print("[{}]\n", fmt::join(objects, ",\n "));
-}
 
 void print_table(const SweepDir& sweep, const SweepManifest& manifest, const std::vector<TaskStatus>& ranked,
                  RankMetric metric) {
@@ -125,7 +96,7 @@ void add_status_subcommand(CLI::App& sweep_command) {
     const RankMetric metric = options->sort.empty() ? default_rank_metric(statuses) : kRankMetrics.at(options->sort);
     rank_tasks(statuses, metric);
     if (options->json)
-      print_json(manifest, statuses, metric);
+      fmt::print("{}", sweep_status_json(manifest, statuses, metric));
     else
       print_table(sweep, manifest, statuses, metric);
   });

@@ -14,11 +14,8 @@ void add_validate_command(CLI::App& app) {
   command->add_option("config", *config_path, "TOML config")->required();
   command->callback([config_path] {
     const Config config = load_config(*config_path);
-    std::vector<int64_t> widths{config.run.model.inputs};
-    widths.insert(widths.end(), config.run.model.hidden.begin(), config.run.model.hidden.end());
-    widths.push_back(config.run.model.classes);
-    fmt::print("{}: valid: job \"{}\" with {} node(s) x {} rank(s); mlp {}; {} steps, global batch {}\n",
-               *config_path, config.job.name, config.job.nodes, config.job.ranks_per_node, fmt::join(widths, "-"),
+    fmt::print("{}: valid: job \"{}\" with {} node(s) x {} rank(s); {}; {} steps, global batch {}\n",
+               *config_path, config.job.name, config.job.nodes, config.job.ranks_per_node, config.run.model.describe(),
                config.run.train.steps,
                config.run.train.micro_batch * config.run.train.grad_accum * config.job.world_size());
     if (!config.sweep) return;

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "bad_input.h"
 #include "checkpoint_file.h"
 #include "commands.h"
 #include "config_reader.h"
@@ -25,6 +26,8 @@ int main(int argc, char** argv) {
   add_data_command(app);
   add_ckpt_command(app);
   add_sweep_command(app);
+  add_export_command(app);
+  add_sample_command(app);
 
   auto fail = [](int code, const std::string& message) {
     fmt::print(stderr, "trainctl: {}\n", message);
@@ -38,6 +41,8 @@ int main(int argc, char** argv) {
     return code == 0 ? cli_exit::kOk : cli_exit::kBadInput;
   } catch (const ConfigError& error) {
     return fail(cli_exit::kBadInput, error.what());
+  } catch (const BadInput& error) {
+    return fail(cli_exit::kBadInput, fmt::format("error: {}", error.what()));
   } catch (const UsageError& error) {
     return fail(cli_exit::kBadInput, fmt::format("error: {}", error.what()));
   } catch (const std::invalid_argument& error) {

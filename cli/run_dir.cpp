@@ -13,9 +13,15 @@ namespace trainctl {
 
 namespace fs = std::filesystem;
 
-RunDir::RunDir(std::string path) : path_(fs::absolute(path).lexically_normal().string()) {
-  while (path_.size() > 1 && path_.back() == '/') path_.pop_back();
+namespace {
+std::string absolute_without_trailing_slash(const std::string& path) {
+  std::string absolute = fs::absolute(path).lexically_normal().string();
+  while (absolute.size() > 1 && absolute.back() == '/') absolute.pop_back();
+  return absolute;
 }
+}  // namespace
+
+RunDir::RunDir(const std::string& path) : RunLayout(absolute_without_trailing_slash(path)) {}
 
 bool RunDir::exists() const { return fs::exists(config()); }
 
@@ -23,8 +29,8 @@ void RunDir::prepare(const std::string& resolved_config, bool resume, Durability
   if (exists() && !resume)
     throw UsageError(fmt::format("run directory {} already holds a run; pass --resume to continue it, or choose "
                                  "another --run-dir",
-                                 path_));
-  if (!exists() && resume) throw UsageError(fmt::format("--resume: {} holds no run to resume", path_));
+                                 path()));
+  if (!exists() && resume) throw UsageError(fmt::format("--resume: {} holds no run to resume", path()));
   reset_submission_record();
   fs::create_directories(logs());
   fs::create_directories(checkpoints());
@@ -39,9 +45,9 @@ void RunDir::prepare(const std::string& resolved_config, bool resume, Durability
 
 void RunDir::reset_submission_record() const {
   fs::remove(outcome());
-  fs::remove(path_ + "/requeue.stalls");
+  fs::remove(requeue_stalls());
   fs::remove(requeue_count());
-  fs::remove(path_ + "/completed.step");
+  fs::remove(completed());
 }
 
 std::optional<std::string> RunDir::job_id() const { return read_first_line(job_id_file()); }

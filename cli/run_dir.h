@@ -1,36 +1,17 @@
 // The run directory: everything about one run in one place, on a filesystem every node sees.
-//   config.toml      the resolved config the runtime trains from
-//   job.sbatch       the batch script that was submitted
-//   job_id           SLURM's job id (absent for `trainctl run`)
-//   logs/            slurm-<job id>.out, one file across requeues (--open-mode=append)
-//   checkpoints/     step-N.h5 and step-N.json (docs/checkpoint-format.md)
-//   metrics.jsonl    one JSON object per logged step, eval and event
-//   progress.step    the step a resume starts from (written at every checkpoint)
-//   completed.step   the final step, written by the runtime when training is done
-//   requeue.stalls   the batch script's count of requeues without progress
-//   requeue.count    the batch script's count of requeues (SLURM_RESTART_COUNT) of this submission
-//   job.outcome      the batch script's final word: completed, failed: ..., stopped: ...
+// Its files are those of common/run_layout.h; here is what the CLI does with them.
 #pragma once
 
 #include <optional>
 #include <string>
 
+#include "run_layout.h"
+
 namespace trainctl {
 
-class RunDir {
+class RunDir : public RunLayout {
  public:
-  explicit RunDir(std::string path);  // made absolute
-
-  const std::string& path() const { return path_; }
-  std::string config() const { return path_ + "/config.toml"; }
-  std::string script() const { return path_ + "/job.sbatch"; }
-  std::string job_id_file() const { return path_ + "/job_id"; }
-  std::string logs() const { return path_ + "/logs"; }
-  std::string checkpoints() const { return path_ + "/checkpoints"; }
-  std::string metrics() const { return path_ + "/metrics.jsonl"; }
-  std::string progress() const { return path_ + "/progress.step"; }
-  std::string outcome() const { return path_ + "/job.outcome"; }
-  std::string requeue_count() const { return path_ + "/requeue.count"; }
+  explicit RunDir(const std::string& path);  // made absolute
 
   bool exists() const;
   // Creates the layout with the resolved config. An existing run directory is refused unless
@@ -43,9 +24,6 @@ class RunDir {
   // count within one submission.
   void reset_submission_record() const;
   std::optional<std::string> job_id() const;
-
- private:
-  std::string path_;
 };
 
 // The run directory the user chose with --run-dir, or by default runs/<job.name> under the

@@ -6,19 +6,32 @@
 #include <fstream>
 #include <string_view>
 
-#include "json_line.h"
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace trainctl {
 
 namespace {
+// The number at `key` of a metrics record, when it is one (a non-finite value was written as null).
+std::optional<double> number_at(const Json& record, const char* key) {
+  auto found = record.find(key);
+  if (found == record.end() || !found->is_number()) return std::nullopt;
+  return found->get<double>();
+}
+
 void read_metrics(const std::string& path, RunStatus& status) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
-    if (auto loss = json_number(line, "loss")) {
+    // A line that does not parse is the one the runtime is appending right now.
+    const Json record = parse_json_line(line);
+    if (!record.is_object()) continue;
+    const std::optional<double> step = number_at(record, "step");
+    if (!step) continue;
+    if (auto loss = number_at(record, "loss")) {
       status.loss = loss;
-      status.step = static_cast<int64_t>(*json_number(line, "step"));
+      status.step = static_cast<int64_t>(*step);
     }
-    if (auto val_loss = json_number(line, "val_loss")) {
+    if (auto val_loss = number_at(record, "val_loss")) {
       status.val_loss = val_loss;
       if (!status.best_val_loss || *val_loss < *status.best_val_loss) status.best_val_loss = val_loss;
     }
@@ -82,19 +95,24 @@ RunStatus read_run_status(const RunDir& run_dir, SlurmClient& slurm) {
   return status;
 }
 
-JsonLine& add_run_status(JsonLine& line, const RunStatus& status) {
-  line.add("run_dir", status.run_dir).add("job_id", status.job_id).add("state", status.state);
-  line.add("reason", status.reason).add("restarts", static_cast<int64_t>(status.restarts));
-  if (status.step) line.add("step", *status.step);
-  if (status.loss) line.add("loss", *status.loss);
-  if (status.val_loss) line.add("val_loss", *status.val_loss);
-  if (status.best_val_loss) line.add("best_val_loss", *status.best_val_loss);
-  return line.add("outcome", status.outcome);
+Json& add_run_status(Json& record, const RunStatus& status) {
+  record["run_dir"] = status.run_dir;
+  record["job_id"] = status.job_id;
+  record["state"] = status.state;
+  record["reason"] = status.reason;
+  record["restarts"] = status.restarts;
+  if (status.step) record["step"] = *status.step;
+  if (status.loss) record["loss"] = *status.loss;
+  if (status.val_loss) record["val_loss"] = *status.val_loss;
+  if (status.best_val_loss) record["best_val_loss"] = *status.best_val_loss;
+  record["outcome"] = status.outcome;
+  return record;
 }
 
-std::string run_status_json(const RunStatus& status) {
-  JsonLine line;
-  return add_run_status(line, status).str();
+std::string json_records_text(const std::vector<Json>& records) {
+  std::vector<std::string> lines;
+  for (const Json& record : records) lines.push_back(json_text(record));
+  return fmt::format("[{}]\n", fmt::join(lines, ",\n "));
 }
 
 }  // namespace trainctl

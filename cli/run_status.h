@@ -5,8 +5,9 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
-#include "json_line.h"
+#include "json.h"
 #include "run_dir.h"
 #include "slurm_client.h"
 
@@ -44,8 +45,11 @@ bool is_active_state(const std::string& state);
 
 RunStatus read_run_status(const RunDir& run_dir, SlurmClient& slurm);
 
-std::string run_status_json(const RunStatus& status);
-// Its fields, for the JSON of a bigger record (a sweep task's).
-JsonLine& add_run_status(JsonLine& line, const RunStatus& status);
+// Adds the status's fields to `record` (a JSON object: the run's own, or a sweep task's) and
+// returns it.
+Json& add_run_status(Json& record, const RunStatus& status);
+
+// A JSON array of records, one per line, as `status --json` and `sweep status --json` print it.
+std::string json_records_text(const std::vector<Json>& records);
 
 }  // namespace trainctl

@@ -6,7 +6,26 @@
 #include <set>
 #include <tuple>
 
+#include "sweep.h"
+
 namespace trainctl {
+
+namespace {
+// A swept value as JSON: numbers, strings and booleans as themselves, lists as arrays; anything
+// else TOML can hold (a date) as its TOML text.
+Json json_of(const toml::node& value) {
+  if (const toml::array* array = value.as_array()) {
+    Json items = Json::array();
+    for (const toml::node& item : *array) items.push_back(json_of(item));
+    return items;
+  }
+  if (auto integer = value.value_exact<int64_t>()) return *integer;
+  if (auto number = value.value_exact<double>()) return *number;
+  if (auto text = value.value_exact<std::string>()) return *text;
+  if (auto flag = value.value_exact<bool>()) return *flag;
+  return describe_value(value);
+}
+}  // namespace
 
 std::vector<std::string> array_job_ids(const SweepManifest& manifest) {
   std::vector<std::string> job_ids;
@@ -78,6 +97,20 @@ void rank_tasks(std::vector<TaskStatus>& statuses, RankMetric metric) {
     return std::make_tuple(!x.has_value(), x.value_or(0.0), a.task) <
            std::make_tuple(!y.has_value(), y.value_or(0.0), b.task);
   });
+}
+
+std::string sweep_status_json(const SweepManifest& manifest, const std::vector<TaskStatus>& ranked, RankMetric metric) {
+  std::vector<Json> records;
+  int64_t rank = 0;
+  for (const TaskStatus& status : ranked) {
+    const SweepTask& task = manifest.tasks[static_cast<size_t>(status.task)];
+    Json params = Json::object();
+    for (size_t i = 0; i < manifest.parameters.size(); ++i) params[manifest.parameters[i]] = json_of(task.values[i]);
+    Json& record = records.emplace_back(Json{{"task", status.task}, {"params", std::move(params)}});
+    if (metric_of(status, metric)) record["rank"] = ++rank;
+    add_run_status(record, status.run);
+  }
+  return json_records_text(records);
 }
 
 }  // namespace trainctl

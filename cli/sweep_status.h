@@ -1,5 +1,5 @@
 // What is known about a sweep: each task's run status, with SLURM's view of every array task
-// from one squeue call (never sacct), and the tasks ranked by a metric.
+// from one squeue call (never sacct), the tasks ranked by a metric, and their JSON.
 #pragma once
 
 #include <optional>
@@ -37,5 +37,9 @@ RankMetric default_rank_metric(const std::vector<TaskStatus>& statuses);
 std::optional<double> metric_of(const TaskStatus& status, RankMetric metric);
 // Ascending by the metric, tasks without it last, ties by task index.
 void rank_tasks(std::vector<TaskStatus>& statuses, RankMetric metric);
+
+// `sweep status --json`: the ranked tasks, each with its parameters as JSON values (a list
+// parameter as an array), its rank when it has the metric, and its run status.
+std::string sweep_status_json(const SweepManifest& manifest, const std::vector<TaskStatus>& ranked, RankMetric metric);
 
 }  // namespace trainctl

@@ -43,6 +43,7 @@ class Rng {
 constexpr uint64_t kWeightInitStream = 1;
 constexpr uint64_t kSyntheticDataStream = 2;
 constexpr uint64_t kSweepSampleStream = 3;  // trainctl's random search (cli/sweep.cpp)
+constexpr uint64_t kSampleStream = 4;  // trainctl sample's token draws (cli/cmd_sample.cpp)
 constexpr uint64_t kEpochPermutationStream = 1000;  // + epoch
 
 }  // namespace trainctl

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "config_reader.h"
 
@@ -110,6 +111,17 @@ CheckpointSpec parse_checkpoint(TableReader reader) {
 }  // namespace
 
 const char* ModelSpec::kind() const { return std::holds_alternative<Gpt2Spec>(config) ? "gpt2" : "mlp"; }
+
+std::string ModelSpec::describe() const {
+  if (const auto* gpt2 = std::get_if<Gpt2Spec>(&config))
+    return fmt::format("gpt2 {} layers x {} wide, {} heads, block {}, vocab {}", gpt2->n_layer, gpt2->n_embd,
+                       gpt2->n_head, gpt2->block_size, gpt2->vocab_size);
+  const auto& mlp = std::get<MlpSpec>(config);
+  std::vector<int64_t> widths{mlp.inputs};
+  widths.insert(widths.end(), mlp.hidden.begin(), mlp.hidden.end());
+  widths.push_back(mlp.classes);
+  return fmt::format("mlp {}", fmt::join(widths, "-"));
+}
 
 RunSpec parse_run_spec(const toml::table& root, const std::string& file) {
   RunSpec spec;

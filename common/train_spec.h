@@ -42,6 +42,7 @@ struct Gpt2Spec {
 struct ModelSpec {
   std::variant<MlpSpec, Gpt2Spec> config;
   const char* kind() const;  // "mlp" | "gpt2"
+  std::string describe() const;  // one line for people: "mlp 32-64-4", "gpt2 4 layers x 256 ..."
 };
 
 struct DataSpec {

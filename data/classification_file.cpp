@@ -40,12 +40,24 @@ void write_classification_file(const std::string& path, const ClassificationData
   publish_file(temporary, path);
 }
 
-void gather_rows(const ClassificationData& data, const std::vector<int32_t>& indices, float* x_out, int32_t* y_out) {
-  const size_t row_bytes = static_cast<size_t>(data.features) * sizeof(float);
+ClassificationSource::ClassificationSource(const std::string& path) : path_(path) {
+  try {
+    data_ = read_classification_file(path);
+  } catch (const std::runtime_error& error) {
+    throw DataError(error.what());
+  }
+}
+
+void ClassificationSource::gather(const std::vector<int32_t>& indices, Batch& batch) const {
+  const auto count = static_cast<int64_t>(indices.size());
+  float* x_out = batch.floats("x", {count, data_.features});
+  int32_t* y_out = batch.ints("y", {count});
+  batch.examples = count;
+  const size_t row_bytes = static_cast<size_t>(data_.features) * sizeof(float);
   for (size_t i = 0; i < indices.size(); ++i) {
-    std::memcpy(x_out + i * static_cast<size_t>(data.features),
-                data.x.data() + static_cast<size_t>(indices[i]) * static_cast<size_t>(data.features), row_bytes);
-    y_out[i] = data.y[static_cast<size_t>(indices[i])];
+    std::memcpy(x_out + i * static_cast<size_t>(data_.features),
+                data_.x.data() + static_cast<size_t>(indices[i]) * static_cast<size_t>(data_.features), row_bytes);
+    y_out[i] = data_.y[static_cast<size_t>(indices[i])];
   }
 }
 

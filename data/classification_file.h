@@ -1,10 +1,13 @@
 // The classification dataset file (HDF5): x float32 [N, D] and y int [N], labels in
-// [0, classes). Every rank reads it whole into memory and the sampler picks its shard.
+// [0, classes). Every rank reads it whole into memory and the sampler picks its shard; as a
+// BatchSource, a sample is an example and batches hold "x" [n, D] and "y" [n].
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "batch.h"
 
 namespace trainctl {
 
@@ -19,7 +22,18 @@ struct ClassificationData {
 ClassificationData read_classification_file(const std::string& path);
 void write_classification_file(const std::string& path, const ClassificationData& data);
 
-// Copies the rows named by `indices` into x_out [count, features] and y_out [count].
-void gather_rows(const ClassificationData& data, const std::vector<int32_t>& indices, float* x_out, int32_t* y_out);
+class ClassificationSource : public BatchSource {
+ public:
+  // Reads `path`; throws DataError naming the file.
+  explicit ClassificationSource(const std::string& path);
+  const ClassificationData& data() const { return data_; }
+  int64_t examples() const override { return data_.samples; }
+  void gather(const std::vector<int32_t>& indices, Batch& batch) const override;
+  std::string describe() const override { return path_; }
+
+ private:
+  std::string path_;
+  ClassificationData data_;
+};
 
 }  // namespace trainctl

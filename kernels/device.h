@@ -46,9 +46,11 @@ struct MemoryOps {
   void (*bind_local)(int local_rank, int local_size);
   void* (*alloc)(size_t bytes);
   void (*release)(void* pointer);
-  // Host <-> device copies, ordered after earlier work on `stream`; complete when they return.
+  // Host <-> device copies, ordered after earlier work on `stream`; complete when they return,
+  // so the host buffer may be reused or read at once.
   void (*upload)(Stream stream, void* device_dst, const void* host_src, size_t bytes);
   void (*download)(Stream stream, void* host_dst, const void* device_src, size_t bytes);
+  // Device to device, ordered on `stream` like a kernel.
   void (*copy)(Stream stream, void* device_dst, const void* device_src, size_t bytes);
   void (*fill_zero)(Stream stream, float* x, int64_t n);
   // Page-locks host memory that copies target again and again (checkpoint staging), so they run

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bad_input.h"
 #include "batch.h"
 #include "device.h"
 #include "model.h"
@@ -16,9 +17,9 @@ namespace trainctl {
 
 // A model or its data cannot work as configured (a device without an op family the model needs,
 // a dataset that does not fit the model): exit code 2 in both programs.
-class ModelInputError : public std::runtime_error {
+class ModelInputError : public BadInput {
  public:
-  using std::runtime_error::runtime_error;
+  using BadInput::BadInput;
 };
 
 struct ModelOptions {
@@ -39,8 +40,11 @@ struct ModelKind {
 
 const ModelKind& model_kind(const ModelSpec& spec);
 
-// Builds the model of `spec` on `device`; throws ModelInputError when the device lacks an op
-// family the model needs.
+// Throws ModelInputError when `device` lacks an op family the model of `spec` needs: checked
+// before a device is bound, so that the message does not depend on one being present.
+void require_op_families(const ModelSpec& spec, const Device& device);
+
+// Builds the model of `spec` on `device` (require_op_families first).
 std::unique_ptr<Model> build_model(const ModelSpec& spec, const Device& device, const ModelOptions& options);
 
 }  // namespace trainctl

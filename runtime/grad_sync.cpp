@@ -3,9 +3,9 @@
 
 #include <string_view>
 
+#include "bad_input.h"
 #include "check.h"
 #include "signals.h"
-#include "trainer.h"
 
 #ifdef TRAINCTL_HAVE_NCCL
 #include <cuda_runtime.h>
@@ -91,13 +91,13 @@ class NcclSync : public GradientSync {
 
 }  // namespace
 
-std::unique_ptr<GradientSync> make_gradient_sync(const DeviceOps& ops, Comm& comm) {
+std::unique_ptr<GradientSync> make_gradient_sync(const Device& device, Comm& comm) {
   if (comm.world_size() == 1) return std::make_unique<NoSync>();
-  if (std::string_view(ops.name) != "cuda") return std::make_unique<MpiSync>(comm);
+  if (std::string_view(device.name) != "cuda") return std::make_unique<MpiSync>(comm);
 #ifdef TRAINCTL_HAVE_NCCL
   return std::make_unique<NcclSync>(comm);
 #else
-  throw BadRunInput("train.device = \"cuda\" on several ranks needs NCCL, which this trainctl-runtime was built "
+  throw BadInput("train.device = \"cuda\" on several ranks needs NCCL, which this trainctl-runtime was built "
                     "without (NCCL is looked for in /usr/local/cuda/lib64)");
 #endif
 }

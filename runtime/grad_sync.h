@@ -24,7 +24,7 @@ class GradientSync {
   virtual void finish(float* gradients, int64_t count) = 0;
 };
 
-// Throws BadRunInput (trainer.h) for CUDA on several ranks in a build without NCCL.
-std::unique_ptr<GradientSync> make_gradient_sync(const DeviceOps& ops, Comm& comm);
+// Throws BadInput for CUDA on several ranks in a build without NCCL.
+std::unique_ptr<GradientSync> make_gradient_sync(const Device& device, Comm& comm);
 
 }  // namespace trainctl

@@ -9,10 +9,12 @@
 #include <memory>
 #include <sstream>
 
+#include "bad_input.h"
 #include "check.h"
 #include "comm.h"
 #include "config_reader.h"
 #include "exit_codes.h"
+#include "run_layout.h"
 #include "signals.h"
 #include "trainer.h"
 
@@ -42,8 +44,8 @@ int main(int argc, char** argv) {
   Comm& comm = *started;
 
   CLI::App app{"trainctl-runtime: one rank of a trainctl training run"};
-  RunPaths paths;
-  app.add_option("--run-dir", paths.run_dir, "run directory holding config.toml")->required();
+  std::string run_dir;
+  app.add_option("--run-dir", run_dir, "run directory holding config.toml")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -55,15 +57,15 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "trainctl-runtime: {} (rank {} on {}): {}\n", kind, comm.rank(), this_host_name(), message);
   };
   try {
-    const std::string config_path = paths.run_dir + "/config.toml";
-    const std::string config_text = read_text(config_path);
-    const RunSpec spec = parse_run_spec(parse_config_text(config_text, config_path), config_path);
-    return train(spec, config_text, paths, comm);
+    const RunLayout layout(run_dir);
+    const std::string config_text = read_text(layout.config());
+    const RunSpec spec = parse_run_spec(parse_config_text(config_text, layout.config()), layout.config());
+    return train(spec, config_text, layout, comm);
   } catch (const ConfigError& error) {
     // Every rank reads the same file, so every rank exits here; rank 0 alone says why.
     if (comm.rank() == 0) report("bad config", error.what());
     return exit_code::kBadConfig;
-  } catch (const BadRunInput& error) {
+  } catch (const BadInput& error) {
     report("bad input", error.what());
     comm.abort(exit_code::kBadConfig);
   } catch (const std::exception& error) {

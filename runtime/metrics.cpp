@@ -1,21 +1,27 @@
 // Metrics of a run: see metrics.h.
 #include "metrics.h"
 
+#include <cmath>
+#include <stdexcept>
+#include <utility>
+
 #include <fmt/format.h>
 
-#include "json_line.h"
+#include "json.h"
 
 namespace trainctl {
 
 namespace {
 std::string clock_text(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0.0) return "-";
   const auto total = static_cast<int64_t>(seconds + 0.5);
   return fmt::format("{}:{:02d}:{:02d}", total / 3600, total / 60 % 60, total % 60);
 }
 }  // namespace
 
-Metrics::Metrics(const std::string& path, int64_t total_steps, int64_t global_batch, bool enabled)
-    : total_steps_(total_steps), global_batch_(global_batch) {
+Metrics::Metrics(const std::string& path, MetricsSetup setup, bool enabled) : setup_(std::move(setup)) {
+  if (setup_.term_unit != "samples" && setup_.term_unit != "tokens")
+    throw std::invalid_argument(fmt::format("term unit \"{}\" is neither samples nor tokens", setup_.term_unit));
   if (!enabled) return;
   file_ = std::fopen(path.c_str(), "a");
   if (file_ == nullptr) throw std::runtime_error(fmt::format("cannot open {} for appending", path));
@@ -36,32 +42,42 @@ void Metrics::append(const std::string& line) {
 
 void Metrics::log_step(const StepRecord& record) {
   if (file_ == nullptr) return;
-  const double elapsed = elapsed_seconds();
-  append(JsonLine()
-             .add("step", record.step)
-             .add("loss", record.loss)
-             .add("lr", record.lr)
-             .add("grad_norm", record.grad_norm)
-             .add("samples_per_s", record.samples_per_second)
-             .add("global_batch", global_batch_)
-             .add("elapsed_s", elapsed)
-             .str());
-  const double eta = static_cast<double>((total_steps_ - record.step) * global_batch_) / record.samples_per_second;
-  fmt::print("step {}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.3f} | {:.0f} samples/s | ETA {}\n", record.step,
-             total_steps_, record.loss, record.lr, record.grad_norm, record.samples_per_second, clock_text(eta));
+  const bool mfu_known = std::isfinite(record.mfu);
+  Json line{{"step", record.step}, {"loss", record.loss}, {"lr", record.lr}, {"grad_norm", record.grad_norm}};
+  line[setup_.term_unit + "_per_s"] = record.terms_per_second;
+  if (mfu_known) line["mfu"] = record.mfu;
+  line["global_batch"] = setup_.global_batch;
+  line["elapsed_s"] = elapsed_seconds();
+  append(json_text(line));
+
+  const double terms_left =
+      static_cast<double>((setup_.total_steps - record.step) * setup_.global_batch * setup_.terms_per_example);
+  const std::string mfu_text = mfu_known ? fmt::format(" | MFU {:.1f}%", 100.0 * record.mfu) : "";
+  fmt::print("step {}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.3f} | {:.0f} {}/s{} | ETA {}\n", record.step,
+             setup_.total_steps, record.loss, record.lr, record.grad_norm, record.terms_per_second, setup_.term_unit,
+             mfu_text, clock_text(terms_left / record.terms_per_second));
   std::fflush(stdout);
 }
 
 void Metrics::log_eval(int64_t step, double val_loss, double val_accuracy) {
   if (file_ == nullptr) return;
-  append(JsonLine().add("step", step).add("val_loss", val_loss).add("val_accuracy", val_accuracy).str());
-  fmt::print("step {}/{} | val_loss {:.4f} | val_accuracy {:.4f}\n", step, total_steps_, val_loss, val_accuracy);
+  Json line{{"step", step}, {"val_loss", val_loss}};
+  std::string perplexity_text;
+  if (setup_.language_model) {
+    const double perplexity = std::exp(val_loss);
+    line["val_perplexity"] = perplexity;
+    perplexity_text = fmt::format(" | val_perplexity {:.3f}", perplexity);
+  }
+  line["val_accuracy"] = val_accuracy;
+  append(json_text(line));
+  fmt::print("step {}/{} | val_loss {:.4f}{} | val_accuracy {:.4f}\n", step, setup_.total_steps, val_loss,
+             perplexity_text, val_accuracy);
   std::fflush(stdout);
 }
 
 void Metrics::log_event(int64_t step, const std::string& event, const std::string& detail) {
   if (file_ == nullptr) return;
-  append(JsonLine().add("step", step).add("event", event).add("detail", detail).str());
+  append(json_text(Json{{"step", step}, {"event", event}, {"detail", detail}}));
   fmt::print("trainctl: {} at step {}: {}\n", event, step, detail);
   std::fflush(stdout);
 }

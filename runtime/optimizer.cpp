@@ -5,12 +5,24 @@
 
 namespace trainctl {
 
-Optimizer::Optimizer(const TrainSpec& spec, const DeviceOps& ops, int64_t parameter_count)
-    : spec_(spec), ops_(ops), parameter_count_(parameter_count), first_moment_(ops, parameter_count) {
-  ops_.fill_zero(first_moment_.get(), parameter_count);
+Optimizer::Optimizer(const TrainSpec& spec, const Device& device, Stream stream,
+                     const std::vector<ParameterSlice>& layout)
+    : spec_(spec), device_(device), stream_(stream) {
+  int64_t parameter_count = 0;
+  for (const ParameterSlice& slice : layout) {
+    const double weight_decay = slice.decay ? spec.weight_decay : 0.0;
+    if (!spans_.empty() && spans_.back().weight_decay == weight_decay &&
+        spans_.back().offset + spans_.back().count == slice.offset)
+      spans_.back().count += slice.count;
+    else
+      spans_.push_back({slice.offset, slice.count, weight_decay});
+    parameter_count = slice.offset + slice.count;
+  }
+  first_moment_ = DeviceBuffer<float>(device, parameter_count);
+  device_.memory.fill_zero(stream_, first_moment_.get(), parameter_count);
   if (spec_.optimizer == OptimizerKind::kAdamW) {
-    second_moment_ = DeviceBuffer<float>(ops, parameter_count);
-    ops_.fill_zero(second_moment_.get(), parameter_count);
+    second_moment_ = DeviceBuffer<float>(device, parameter_count);
+    device_.memory.fill_zero(stream_, second_moment_.get(), parameter_count);
   }
 }
 
@@ -23,12 +35,15 @@ std::vector<std::pair<std::string, DeviceBuffer<float>*>> Optimizer::state() {
 
 void Optimizer::step(float* parameters, const float* gradients, double lr) {
   ++step_count_;
-  if (spec_.optimizer == OptimizerKind::kSgd) {
-    ops_.sgd_step(parameters, gradients, first_moment_.get(), parameter_count_, lr, spec_.momentum,
-                  spec_.weight_decay);
-  } else {
-    ops_.adamw_step(parameters, gradients, first_moment_.get(), second_moment_.get(), parameter_count_, lr,
-                    spec_.beta1, spec_.beta2, spec_.eps, spec_.weight_decay, step_count_);
+  for (const Span& span : spans_) {
+    if (spec_.optimizer == OptimizerKind::kSgd) {
+      device_.optimizer.sgd_step(stream_, parameters + span.offset, gradients + span.offset,
+                                 first_moment_.get() + span.offset, span.count, lr, spec_.momentum, span.weight_decay);
+    } else {
+      device_.optimizer.adamw_step(stream_, parameters + span.offset, gradients + span.offset,
+                                   first_moment_.get() + span.offset, second_moment_.get() + span.offset, span.count,
+                                   lr, spec_.beta1, spec_.beta2, spec_.eps, span.weight_decay, step_count_);
+    }
   }
 }
 

@@ -1,6 +1,8 @@
-// Optimizers over the model's flat parameter buffer, with PyTorch's semantics so that a
+// Optimizers over a model's flat parameter buffer, with PyTorch's semantics so that a
 // checkpoint's optimizer state means what torch.optim's would: SGD with momentum keeps
-// "momentum_buffer"; AdamW keeps "exp_avg" and "exp_avg_sq" and a step count.
+// "momentum_buffer"; AdamW keeps "exp_avg" and "exp_avg_sq" and a step count. Two parameter
+// groups, as GPT-2 practice has them: the tensors the model marks for decay take
+// train.weight_decay, the others none.
 #pragma once
 
 #include <cstdint>
@@ -8,26 +10,34 @@
 #include <vector>
 
 #include "device_buffer.h"
+#include "model.h"
 #include "train_spec.h"
 
 namespace trainctl {
 
 class Optimizer {
  public:
-  Optimizer(const TrainSpec& spec, const DeviceOps& ops, int64_t parameter_count);
+  Optimizer(const TrainSpec& spec, const Device& device, Stream stream, const std::vector<ParameterSlice>& layout);
 
   void step(float* parameters, const float* gradients, double lr);
 
   const char* name() const;
   int64_t step_count() const { return step_count_; }
   void set_step_count(int64_t steps) { step_count_ = steps; }
-  // The state buffers by PyTorch state name, each of parameter_count floats.
+  // The state buffers by PyTorch state name, each laid out as the parameters.
   std::vector<std::pair<std::string, DeviceBuffer<float>*>> state();
 
  private:
+  // A run of adjacent tensors in one parameter group: one optimizer call covers it.
+  struct Span {
+    int64_t offset = 0, count = 0;
+    double weight_decay = 0.0;
+  };
+
   TrainSpec spec_;
-  const DeviceOps& ops_;
-  int64_t parameter_count_;
+  const Device& device_;
+  Stream stream_;
+  std::vector<Span> spans_;
   int64_t step_count_ = 0;
   DeviceBuffer<float> first_moment_;   // momentum_buffer (sgd) or exp_avg (adamw)
   DeviceBuffer<float> second_moment_;  // exp_avg_sq (adamw only)

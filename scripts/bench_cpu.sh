@@ -6,12 +6,10 @@
 #     overhead dominates) and a wider one (32-1024-1024-4, batch 512, where GEMMs do);
 #  2. checkpoint write MB/s of a ~50 MB checkpoint against `dd ... conv=fsync` of the same size
 #     on the same disk, in the same run.
-# Usage: scripts/bench_cpu.sh [workdir]    (builds first; needs scripts/install-deps.sh --bench)
+# Usage: [TRAINCTL=path] scripts/bench_cpu.sh [workdir]    (builds first unless TRAINCTL is given)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh --bench
-scripts/build.sh >/dev/null
-trainctl=$PWD/build/cli/trainctl
+source scripts/bench_lib.sh
 work=${1:-$(mktemp -d /tmp/trainctl-bench.XXXXXX)}
 mkdir -p "$work"
 source_dir=$PWD
@@ -44,10 +42,6 @@ keep_last = 2
 TOML
 }
 
-# Mean samples/s over the logged windows after the first (which includes start-up).
-throughput() { grep '"samples_per_s"' "runs/$1/metrics.jsonl" | tail -n +2 |
-  sed -E 's/.*"samples_per_s":([0-9.e+]+).*/\1/' | awk '{ s += $1; n++ } END { printf "%.0f", s / n }'; }
-
 # compare HIDDEN_TOML HIDDEN_ARGS BATCH LABEL: trainctl at 1 and 2 ranks against PyTorch, same global batch.
 compare() {
   config "one_$4" "$1" "$3" $steps
@@ -55,8 +49,8 @@ compare() {
   OPENBLAS_NUM_THREADS=1 "$trainctl" run "one_$4.toml" >/dev/null
   OPENBLAS_NUM_THREADS=1 "$trainctl" run "two_$4.toml" --ranks 2 >/dev/null
   local one two torch torch_rate
-  one=$(throughput "one_$4")
-  two=$(throughput "two_$4")
+  one=$(mean_logged_rate "runs/one_$4" samples_per_s)
+  two=$(mean_logged_rate "runs/two_$4" samples_per_s)
   # shellcheck disable=SC2086  # HIDDEN_ARGS is a list of widths
   # OPENBLAS_NUM_THREADS too: Debian's PyTorch reaches OpenBLAS, which torch.set_num_threads does not govern.
   torch=$(OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 "$source_dir/scripts/bench_torch_mlp.py" --data train.h5 --hidden $2 --classes 4 \
@@ -82,4 +76,4 @@ bytes=$(stat -c %s runs/big/checkpoints/step-00000006.h5)
 dd_line=$(dd if=/dev/zero of=dd.out bs=1M count=$((bytes / 1048576)) conv=fsync 2>&1 | tail -n 1)
 echo "dd conv=fsync, same size and disk: $dd_line"
 rm -f dd.out
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; disk: $(df -h . | tail -n 1 | awk '{print $1}')"
+echo "$(machine_line); disk: $(df -h . | tail -n 1 | awk '{print $1}')"

@@ -3,11 +3,11 @@
 (torch.nn.Sequential(Linear, Act, ..., Linear), AdamW, cross-entropy) on the same HDF5 data
 with the same batch, in one process, and prints samples/s as JSON."""
 import argparse
-import json
-import time
 
 import h5py
 import torch
+
+from bench_torch_lib import add_timing_options, time_training
 
 
 def main():
@@ -17,13 +17,10 @@ def main():
     parser.add_argument("--classes", type=int, required=True)
     parser.add_argument("--activation", choices=["relu", "gelu"], default="gelu")
     parser.add_argument("--batch", type=int, required=True)
-    parser.add_argument("--steps", type=int, required=True)
-    parser.add_argument("--warmup-steps", type=int, default=20)
-    parser.add_argument("--threads", type=int, default=1)
+    add_timing_options(parser)
     args = parser.parse_args()
 
     torch.manual_seed(0)
-    torch.set_num_threads(args.threads)
     with h5py.File(args.data, "r") as f:
         x = torch.from_numpy(f["x"][:])
         y = torch.from_numpy(f["y"][:]).long()
@@ -46,14 +43,7 @@ def main():
         optimizer.step()
         return loss
 
-    for s in range(args.warmup_steps):
-        step(s)
-    began = time.perf_counter()
-    for s in range(args.steps):
-        loss = step(s)
-    seconds = time.perf_counter() - began
-    print(json.dumps({"samples_per_s": args.steps * args.batch / seconds, "seconds": seconds,
-                      "final_loss": float(loss), "torch": torch.__version__, "threads": args.threads}))
+    time_training(step, args, args.batch, "samples")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job on a fresh Debian 12 machine (README): installs the dependencies, builds, starts
-# the embedded one-node SLURM cluster when no SLURM is reachable, makes the demo dataset,
-# submits configs/mlp_demo.toml, follows its log until it ends, and prints the final loss and
-# where the checkpoints and metrics are.
+# the embedded one-node SLURM cluster when no SLURM is reachable, tokenizes the demo text (the
+# licences under /usr/share/common-licenses), and submits configs/gpt2_demo.toml: a byte-level
+# GPT-2 on 2 ranks. Then the headline: midway it signals the job as SLURM does before a time
+# limit or a preemption, and the job saves, requeues itself, resumes from its checkpoint and
+# completes. It prints the final loss, the requeue count and a sample of the trained model's text.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,14 +18,15 @@ if ! timeout 10 sinfo -h >/dev/null 2>&1; then
   scripts/cluster.sh up --nodes 1
 fi
 
-if [ ! -f data/demo_train.h5 ]; then
-  mkdir -p data
-  "$trainctl" data synth -o data/demo_train.h5 --val-out data/demo_val.h5 --samples 16384 --seed 0
+if [ ! -f demo-data/licenses_train.bin ]; then
+  mkdir -p demo-data
+  mapfile -t texts < <(find /usr/share/common-licenses -maxdepth 1 -type f | sort)
+  "$trainctl" data tokenize "${texts[@]}" -o demo-data/licenses_train.bin --val-out demo-data/licenses_val.bin
 fi
 
-run_dir=runs/mlp-demo-$(date +%Y%m%d-%H%M%S)
-"$trainctl" validate configs/mlp_demo.toml
-"$trainctl" submit configs/mlp_demo.toml --run-dir "$run_dir"
+run_dir=runs/gpt2-demo-$(date +%Y%m%d-%H%M%S)
+"$trainctl" validate configs/gpt2_demo.toml
+"$trainctl" submit configs/gpt2_demo.toml --run-dir "$run_dir"
 job=$(cat "$run_dir/job_id")
 
 echo "== following job $job (trainctl logs $run_dir -f)"
@@ -31,11 +34,28 @@ log="$run_dir/logs/slurm-$job.out"
 tail -n +1 -F "$log" 2>/dev/null &
 tail_pid=$!
 trap 'kill $tail_pid 2>/dev/null || true' EXIT
+
+last_step() { sed -nE 's/^\{"step":([0-9]+),"loss".*/\1/p' "$run_dir/metrics.jsonl" 2>/dev/null | tail -n 1; }
+state_of_run() { "$trainctl" status "$run_dir" --json | sed -nE 's/.*"state":"([A-Z_]+)".*/\1/p'; }
+finished() { case $1 in COMPLETED | FAILED | CANCELLED | TIMEOUT | OUT_OF_MEMORY | NODE_FAIL) return 0 ;; esac; return 1; }
+
+# The preemption: once the job is a third of the way through, SIGTERM to its ranks, which is
+# what SLURM sends (#SBATCH --signal) before a time limit or when it preempts the job.
+preempt_at=200
 state=PENDING
-while true; do
-  state=$("$trainctl" status "$run_dir" --json | sed -nE 's/.*"state":"([A-Z_]+)".*/\1/p')
-  case $state in COMPLETED | FAILED | CANCELLED | TIMEOUT | OUT_OF_MEMORY | NODE_FAIL) break ;; esac
+until finished "$state"; do
+  step=$(last_step)
+  if [ -n "${step:-}" ] && [ "$step" -ge "$preempt_at" ]; then
+    echo "== step $step: signalling job $job (scancel -s TERM), as SLURM does before preempting it"
+    scancel -s TERM "$job"
+    break
+  fi
+  state=$(state_of_run)
+  sleep 1
+done
+until finished "$state"; do
   sleep 2
+  state=$(state_of_run)
 done
 sleep 1
 kill $tail_pid 2>/dev/null || true
@@ -45,6 +65,10 @@ echo
 echo
 echo "job $job: $state"
 echo "final loss:   $(grep '"loss":' "$run_dir/metrics.jsonl" | tail -n 1 | sed -E 's/.*"loss":([-0-9.e+]+).*/\1/')"
+echo "requeues:     $(cat "$run_dir/requeue.count")"
 echo "checkpoints:  $run_dir/checkpoints/ ($("$trainctl" ckpt ls "$run_dir" | wc -l) kept)"
 echo "metrics:      $run_dir/metrics.jsonl"
 [ "$state" = COMPLETED ]
+echo
+echo "== a sample of the trained model (trainctl sample $run_dir --prompt ...)"
+"$trainctl" sample "$run_dir" --prompt "This License" --tokens 300 --temperature 0.8 --top-k 40 --seed 1

@@ -6,31 +6,37 @@
 
 #include <regex>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "exit_codes.h"
 #include "job_array.h"
+#include "run_layout.h"
 
 namespace trainctl {
 
 namespace {
 
-// Fixed text, so no config value can reach it unquoted: it only reads the shell variables set
-// in front of it (TRAINCTL_RUN_DIR, runtime, max_requeues, saved_requeue_code). An array task
-// is requeued as <array job>_<array index>, the id squeue shows for it, so it requeues alone.
-constexpr std::string_view kRunSection = R"bash(run_dir="$TRAINCTL_RUN_DIR"
+// Who this job is: its run directory and the id it requeues as. An array task is requeued as
+// <array job>_<array index>, the id squeue shows for it, so it requeues alone.
+constexpr std::string_view kJobSection = R"bash(run_dir="$TRAINCTL_RUN_DIR"
 restart_count="${SLURM_RESTART_COUNT:-0}"
 requeue_target="${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}}"
 requeue_target="${requeue_target:-$SLURM_JOB_ID}"
-if [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then
+)bash";
+
+// Fixed text, so no config value can reach it unquoted: it only reads the shell variables set
+// in front of it (runtime, max_requeues, saved_requeue_code, those of kJobSection, and the file
+// variables of run_file_section).
+constexpr std::string_view kRunSection = R"bash(if [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then
   # An array task keeps its job id and its log in its own run directory, as a single job does.
-  echo "$requeue_target" > "$run_dir/job_id"
-  exec >>"$run_dir/logs/slurm-$requeue_target.out" 2>&1
+  echo "$requeue_target" > "$job_id_file"
+  exec >>"$log_file" 2>&1
 fi
 # The requeue count outlives the job's record in slurmctld (MinJobAge), for `sweep status`.
-echo "$restart_count" > "$run_dir/requeue.count"
+echo "$restart_count" > "$requeue_count_file"
 
 # A count kept in a file; anything but digits (a missing or half-written file) reads as 0.
 read_count() {
@@ -40,55 +46,55 @@ read_count() {
   echo "$value"
 }
 
-start_step=$(read_count "$run_dir/progress.step")
+start_step=$(read_count "$progress_file")
 echo "trainctl: job $requeue_target run $restart_count starting at step $start_step on $(hostname)"
 srun --mpi=pmix --kill-on-bad-exit=1 "$runtime" --run-dir "$run_dir"
 rc=$?
 
 # Completion needs the runtime's own word: srun has been seen to exit 0 when a step's launch
 # aborted (a requeued job restarted while its previous step was still being torn down).
-if [ "$rc" -eq 0 ] && [ -f "$run_dir/completed.step" ]; then
+if [ "$rc" -eq 0 ] && [ -f "$completed_file" ]; then
   echo "trainctl: training complete"
-  echo "completed" > "$run_dir/job.outcome"
+  echo "completed" > "$outcome_file"
   exit 0
 fi
 if [ "$rc" -eq 0 ]; then
   echo "trainctl: srun exited 0 but the runtime did not record completion; failing the job"
-  echo "failed: incomplete" > "$run_dir/job.outcome"
+  echo "failed: incomplete" > "$outcome_file"
   exit 1
 fi
 if [ "$rc" -ne "$saved_requeue_code" ]; then
   echo "trainctl: runtime failed with exit code $rc"
-  echo "failed: exit $rc" > "$run_dir/job.outcome"
+  echo "failed: exit $rc" > "$outcome_file"
   exit "$rc"
 fi
 
 # The runtime saved after a signal. Requeue, unless the job has been requeued too often or keeps
 # getting signalled before it completes a step (a time limit shorter than one save interval).
-end_step=$(read_count "$run_dir/progress.step")
-stalls=$(read_count "$run_dir/requeue.stalls")
+end_step=$(read_count "$progress_file")
+stalls=$(read_count "$stalls_file")
 if [ "$end_step" -gt "$start_step" ]; then
   stalls=0
 else
   stalls=$((stalls + 1))
 fi
-echo "$stalls" > "$run_dir/requeue.stalls"
+echo "$stalls" > "$stalls_file"
 
 if [ "$restart_count" -ge "$max_requeues" ]; then
   echo "trainctl: not requeuing: max_requeues ($max_requeues) reached at step $end_step"
-  echo "stopped: max_requeues" > "$run_dir/job.outcome"
+  echo "stopped: max_requeues" > "$outcome_file"
   exit 1
 fi
 if [ "$stalls" -ge 2 ]; then
   echo "trainctl: not requeuing: 2 requeues in a row without step progress (step $end_step)"
-  echo "stopped: no progress" > "$run_dir/job.outcome"
+  echo "stopped: no progress" > "$outcome_file"
   exit 1
 fi
 requeue_number=$((restart_count + 1))
 echo "trainctl: saved at step $end_step; requeuing job $requeue_target (requeue $requeue_number of $max_requeues)"
 if ! scontrol requeue "$requeue_target"; then
   echo "trainctl: scontrol requeue $requeue_target failed; the job ends here"
-  echo "failed: requeue" > "$run_dir/job.outcome"
+  echo "failed: requeue" > "$outcome_file"
   exit 1
 fi
 exit 0
@@ -104,6 +110,25 @@ void require_sbatch_safe_path(const std::string& path, const char* what) {
     throw std::invalid_argument(fmt::format(
         "{} \"{}\" contains characters that cannot appear in an #SBATCH line (allowed: letters, digits and ._/+,:@=-)",
         what, path));
+}
+
+// The run directory's files (common/run_layout.h), as shell variables that kRunSection reads.
+// The names are plain (run_layout.h asserts it), so inside double quotes only $run_dir and
+// $requeue_target expand.
+std::string run_file_section() {
+  const RunLayout files("$run_dir");
+  const std::pair<std::string_view, std::string> variables[] = {
+      {"job_id_file", files.job_id_file()},
+      {"log_file", files.log("$requeue_target")},
+      {"requeue_count_file", files.requeue_count()},
+      {"progress_file", files.progress()},
+      {"completed_file", files.completed()},
+      {"stalls_file", files.requeue_stalls()},
+      {"outcome_file", files.outcome()},
+  };
+  std::string section = "# The run directory's files.\n";
+  for (const auto& [name, path] : variables) section += fmt::format("{}=\"{}\"\n", name, path);
+  return section + "\n";
 }
 
 void append_sbatch(std::string& script, std::string_view option, const std::optional<std::string>& value) {
@@ -149,9 +174,9 @@ std::string render_batch_script(const JobSpec& job, const RenderInputs& inputs) 
   if (inputs.array) {
     script += fmt::format("#SBATCH --array={}\n", array_option(inputs.array->tasks.size(), inputs.array->max_parallel));
     // Only what happens before a task reaches its run directory lands here.
-    script += fmt::format("#SBATCH --output={}/logs/array-%A_%a.out\n", inputs.run_dir);
+    script += fmt::format("#SBATCH --output={}/array-%A_%a.out\n", RunLayout(inputs.run_dir).logs());
   } else {
-    script += fmt::format("#SBATCH --output={}/logs/slurm-%j.out\n", inputs.run_dir);
+    script += fmt::format("#SBATCH --output={}\n", RunLayout(inputs.run_dir).log("%j"));
   }
 
   // Not -e: the run section needs srun's exit code.
@@ -178,6 +203,8 @@ std::string render_batch_script(const JobSpec& job, const RenderInputs& inputs) 
   script += fmt::format("runtime={}\n", shell_quote(inputs.runtime_path));
   script += fmt::format("max_requeues={}\n", job.max_requeues);
   script += fmt::format("saved_requeue_code={}\n", exit_code::kSavedRequeue);
+  script += kJobSection;
+  script += run_file_section();
   script += kRunSection;
   return script;
 }

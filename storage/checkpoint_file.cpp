@@ -13,7 +13,7 @@
 
 #include "atomic_file.h"
 #include "hdf5_file.h"
-#include "json_line.h"
+#include "json.h"
 
 namespace trainctl {
 
@@ -67,31 +67,33 @@ void for_each_meta_attribute(Meta& meta, Visit visit) {
 
 void write_meta(hid_t file, const CheckpointMeta& meta) {
   write_attribute(file, "format_version", kCheckpointFormatVersion);
+  write_attribute(file, "model_kind", meta.model_kind);
   for_each_meta_attribute(meta, [&](const char* name, const auto& value) { write_attribute(file, name, value); });
 }
 
 CheckpointMeta read_meta(hid_t file) {
   int64_t version = 0;
   read_attribute(file, "format_version", version);
-  if (version != kCheckpointFormatVersion)
-    throw CheckpointError(fmt::format("format_version {} is not supported (this trainctl reads {})", version,
+  if (version < 1 || version > kCheckpointFormatVersion)
+    throw CheckpointError(fmt::format("format_version {} is not supported (this trainctl reads 1 to {})", version,
                                       kCheckpointFormatVersion));
   CheckpointMeta meta;
+  meta.model_kind = "mlp";
+  if (version >= 2) read_attribute(file, "model_kind", meta.model_kind);
   for_each_meta_attribute(meta, [&](const char* name, auto& value) { read_attribute(file, name, value); });
   return meta;
 }
 
 std::string sidecar_json(const CheckpointMeta& meta) {
-  JsonLine line;
-  line.add("step", meta.step).add("epoch", meta.epoch).add("loss", meta.loss);
-  for (const auto& [name, value] : meta.metrics) line.add(name, value);
-  line.add("hostname", meta.hostnames.substr(0, meta.hostnames.find(',')))
-      .add("hostnames", meta.hostnames)
-      .add("hardware", meta.hardware)
-      .add("world_size", meta.world_size)
-      .add("created_utc", meta.created_utc)
-      .add("trainctl_version", meta.trainctl_version);
-  return line.str() + "\n";
+  Json sidecar{{"step", meta.step}, {"epoch", meta.epoch}, {"loss", meta.loss}};
+  for (const auto& [name, value] : meta.metrics) sidecar[name] = value;
+  sidecar["hostname"] = meta.hostnames.substr(0, meta.hostnames.find(','));
+  sidecar["hostnames"] = meta.hostnames;
+  sidecar["hardware"] = meta.hardware;
+  sidecar["world_size"] = meta.world_size;
+  sidecar["created_utc"] = meta.created_utc;
+  sidecar["trainctl_version"] = meta.trainctl_version;
+  return json_text(sidecar) + "\n";
 }
 
 std::string sidecar_path(const std::string& checkpoint_path) {

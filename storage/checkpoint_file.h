@@ -1,6 +1,6 @@
 // Checkpoints: one HDF5 file per saved step, written atomically, with a CRC-32 per dataset so
 // that a resume never picks up a torn or corrupted file. Layout (docs/checkpoint-format.md):
-//   /model/<pytorch name>                 float32, e.g. 0.weight [out, in], 0.bias [out]
+//   /model/<pytorch name>                 float32, the model's state_dict (e.g. 0.weight [out, in])
 //   /optimizer/<pytorch name>/<state>     float32, momentum_buffer | exp_avg, exp_avg_sq
 //   attributes on / : the training position and provenance (CheckpointMeta)
 //   attribute crc32 on every dataset
@@ -16,7 +16,8 @@
 
 namespace trainctl {
 
-constexpr int64_t kCheckpointFormatVersion = 1;
+// 2 added model_kind; a version 1 file (which predates other kinds) reads as kind "mlp".
+constexpr int64_t kCheckpointFormatVersion = 2;
 
 struct Tensor {
   std::string name;
@@ -25,6 +26,7 @@ struct Tensor {
 };
 
 struct CheckpointMeta {
+  std::string model_kind;       // model.kind of the config that wrote it
   int64_t step = 0;             // optimizer steps completed
   int64_t epoch = 0;            // epoch of the next sample
   int64_t sample_position = 0;  // global samples consumed

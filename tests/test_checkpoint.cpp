@@ -78,6 +78,7 @@ Tensor tensor(const std::string& name, std::vector<int64_t> shape, float first) 
 Checkpoint make_checkpoint(int64_t step) {
   Checkpoint checkpoint;
   trainctl::CheckpointMeta& meta = checkpoint.meta;
+  meta.model_kind = "gpt2";
   meta.step = step;
   meta.epoch = step / 10;
   meta.sample_position = step * 64;
@@ -183,6 +184,7 @@ TEST_CASE("a saved checkpoint loads back with every field and tensor bit for bit
 
   const Checkpoint loaded = trainctl::load_checkpoint(path);
   const trainctl::CheckpointMeta& meta = loaded.meta;
+  CHECK(meta.model_kind == "gpt2");
   CHECK(meta.step == 7);
   CHECK(meta.epoch == 0);
   CHECK(meta.sample_position == 448);
@@ -268,7 +270,19 @@ TEST_CASE("an unknown format_version is rejected") {
   TempDir dir;
   const std::string path = save(dir, 3);
   set_format_version(path, 99);
-  CHECK(load_error(path) == path + ": format_version 99 is not supported (this trainctl reads 1)");
+  CHECK(load_error(path) == path + ": format_version 99 is not supported (this trainctl reads 1 to 2)");
+}
+
+TEST_CASE("a version 1 checkpoint, from before model kinds, reads as an mlp") {
+  TempDir dir;
+  const std::string path = save(dir, 3);
+  CHECK(trainctl::load_checkpoint(path).meta.model_kind == "gpt2");
+  set_format_version(path, 1);
+  {
+    trainctl::H5Handle file(H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)), H5Fclose);
+    H5_CHECK(H5Adelete(file.get(), "model_kind"));
+  }
+  CHECK(trainctl::load_checkpoint(path).meta.model_kind == "mlp");
 }
 
 TEST_CASE("load_latest_valid falls back past corrupt newer checkpoints and lists them") {

@@ -96,12 +96,13 @@ TEST_CASE("the demo config validates with the values it sets") {
   CHECK(config.job.world_size() == 2);
 
   const trainctl::RunSpec& run = config.run;
-  CHECK(run.model.inputs == 32);
-  CHECK(run.model.hidden == std::vector<int64_t>{128, 128});
-  CHECK(run.model.classes == 4);
-  CHECK(run.model.activation == trainctl::Activation::kGelu);
-  CHECK(run.data.train == "../data/demo_train.h5");  // kept as written until resolve_data_paths
-  CHECK(run.data.val == std::optional<std::string>("../data/demo_val.h5"));
+  const auto& model = std::get<trainctl::MlpSpec>(run.model.config);
+  CHECK(model.inputs == 32);
+  CHECK(model.hidden == std::vector<int64_t>{128, 128});
+  CHECK(model.classes == 4);
+  CHECK(model.activation == trainctl::Activation::kGelu);
+  CHECK(run.data.train == "../demo-data/demo_train.h5");  // kept as written until resolve_data_paths
+  CHECK(run.data.val == std::optional<std::string>("../demo-data/demo_val.h5"));
   CHECK(run.data.shuffle);
   CHECK(run.train.steps == 600);
   CHECK(run.train.micro_batch == 64);
@@ -125,8 +126,10 @@ TEST_CASE("the demo config validates with the values it sets") {
 
 TEST_CASE("a minimal config gets the documented defaults") {
   const trainctl::RunSpec run = load_text(kMinimalConfig).run;
-  CHECK(run.model.hidden.empty());
-  CHECK(run.model.activation == trainctl::Activation::kRelu);
+  CHECK(std::string(run.model.kind()) == "mlp");
+  CHECK(std::get<trainctl::MlpSpec>(run.model.config).hidden.empty());
+  CHECK(std::get<trainctl::MlpSpec>(run.model.config).activation == trainctl::Activation::kRelu);
+  CHECK_FALSE(run.train.recompute);
   CHECK(run.data.train == "train.h5");
   CHECK_FALSE(run.data.val.has_value());
   CHECK(run.data.shuffle);
@@ -153,8 +156,8 @@ TEST_CASE("a minimal config gets the documented defaults") {
 TEST_CASE("parse_run_spec reads the training tables without a [job] table") {
   const toml::table root = trainctl::parse_config_text(without_table(kMinimalConfig, "[job]"), "run.toml");
   const trainctl::RunSpec run = trainctl::parse_run_spec(root, "run.toml");
-  CHECK(run.model.inputs == 4);
-  CHECK(run.model.classes == 3);
+  CHECK(std::get<trainctl::MlpSpec>(run.model.config).inputs == 4);
+  CHECK(std::get<trainctl::MlpSpec>(run.model.config).classes == 3);
   CHECK(run.train.steps == 100);
   CHECK(run.train.micro_batch == 8);
 }
@@ -266,7 +269,7 @@ TEST_CASE("choices list what is allowed") {
   CHECK(load_error(with_key(kMinimalConfig, "[model]", R"(activation = "tanh")")) ==
         R"(FILE:5:14: model.activation: must be one of "relu", "gelu" (got "tanh"))");
   CHECK(load_error(with_key(kMinimalConfig, "[model]", R"(kind = "cnn")")) ==
-        R"(FILE:5:8: model.kind: must be one of "mlp" (got "cnn"))");
+        R"(FILE:5:8: model.kind: must be one of "mlp", "gpt2" (got "cnn"))");
   CHECK(load_error(with_key(kMinimalConfig, "[train]", R"(device = "tpu")")) ==
         R"(FILE:12:10: train.device: must be one of "cpu", "cuda" (got "tpu"))");
   // CUDA is the runtime's to check on its node; the config must ask for one rank per GPU.
@@ -277,6 +280,53 @@ TEST_CASE("choices list what is allowed") {
         R"(FILE:2:18: job.ranks_per_node: train.device = "cuda" runs one rank per GPU, so ranks_per_node (2) must equal gpus_per_node (1))");
   CHECK(load_error(with_key(kMinimalConfig, "[train]", R"(precision = "fp16")")) ==
         R"(FILE:12:13: train.precision: must be one of "fp32", "bf16" (got "fp16"))");
+}
+
+// The smallest gpt2 config: [model] is lines 4-10, [train] starts at line 15.
+constexpr std::string_view kGpt2Config = R"([job]
+name = "unit-test"
+
+[model]
+kind = "gpt2"
+n_layer = 2
+n_head = 4
+n_embd = 64
+block_size = 32
+vocab_size = 256
+
+[data]
+train = "tokens.bin"
+
+[train]
+steps = 10
+micro_batch = 2
+)";
+
+TEST_CASE("a gpt2 [model] is read by its kind's schema") {
+  const trainctl::RunSpec run = load_text(kGpt2Config).run;
+  REQUIRE(std::string(run.model.kind()) == "gpt2");
+  const auto& model = std::get<trainctl::Gpt2Spec>(run.model.config);
+  CHECK(model.n_layer == 2);
+  CHECK(model.n_head == 4);
+  CHECK(model.n_embd == 64);
+  CHECK(model.block_size == 32);
+  CHECK(model.vocab_size == 256);
+  CHECK(run.model.describe() == "gpt2 2 layers x 64 wide, 4 heads, block 32, vocab 256");
+  CHECK(load_text(with_key(kGpt2Config, "[train]", "recompute = true")).run.train.recompute);
+}
+
+TEST_CASE("bad gpt2 [model] values name the key") {
+  CHECK(load_error(replace_line(kGpt2Config, "n_head = 4", "n_head = 3")) ==
+        "FILE:8:10: model.n_embd: 64 is not divisible by n_head = 3");
+  CHECK(load_error(replace_line(kGpt2Config, "n_layer = 2", "")) ==
+        "FILE:4:1: model.n_layer: required key is missing");
+  CHECK(load_error(replace_line(kGpt2Config, "vocab_size = 256", "vocab_size = 65537")) ==
+        "FILE:10:14: model.vocab_size: must be at most 65536 (got 65537)");
+  CHECK(load_error(replace_line(kGpt2Config, "block_size = 32", "block_size = 0")) ==
+        "FILE:9:14: model.block_size: must be at least 1 (got 0)");
+  // Another kind's keys are unknown to this one.
+  CHECK(load_error(with_key(kGpt2Config, "[model]", "hidden = [64]")) ==
+        "FILE:5:10: model.hidden: unknown key");
 }
 
 TEST_CASE("an empty training data path is rejected") {

@@ -1,6 +1,7 @@
 // Tests for batch-script rendering (slurm/render.cpp): the #SBATCH header, shell quoting proven
 // by running the script with bash against stub srun/scontrol commands and a fake runtime, the
-// requeue guard's decisions, and a sweep's job-array script: its header, and each array task
+// requeue guard's decisions, the run directory's file names taken from common/run_layout.h,
+// `bash -n` on rendered scripts, and a sweep's job-array script: its header, and each array task
 // finding its own run directory, recording itself there and requeuing only itself.
 #include <doctest/doctest.h>
 
@@ -9,13 +10,16 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "command_runner.h"
 #include "render.h"
+#include "run_layout.h"
 
 using trainctl::ArrayTasks;
 using trainctl::CommandResult;
@@ -228,6 +232,48 @@ TEST_CASE("the body exports, runs setup, then srun's the runtime") {
   CHECK(second_setup_line < runtime);
   CHECK(runtime < max_requeues);
   CHECK(max_requeues < srun);
+}
+
+TEST_CASE("the run section takes every file name from the run layout, once") {
+  for (const std::optional<ArrayTasks>& array : {std::optional<ArrayTasks>{}, std::optional<ArrayTasks>{{{3, 7}, 2}}}) {
+    CAPTURE(array.has_value());
+    const std::string script =
+        trainctl::render_batch_script(named_job(), {kInputs.run_dir, kInputs.runtime_path, array});
+    const std::vector<std::string> lines = lines_of(script);
+    CHECK(line_index(lines, R"(job_id_file="$run_dir/job_id")") <
+          line_index(lines, R"(if [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then)"));
+    CHECK(line_index(lines, R"(log_file="$run_dir/logs/slurm-$requeue_target.out")") >
+          line_index(lines, R"(requeue_target="${requeue_target:-$SLURM_JOB_ID}")"));
+    line_index(lines, R"(requeue_count_file="$run_dir/requeue.count")");
+    line_index(lines, R"(progress_file="$run_dir/progress.step")");
+    line_index(lines, R"(completed_file="$run_dir/completed.step")");
+    line_index(lines, R"(stalls_file="$run_dir/requeue.stalls")");
+    line_index(lines, R"(outcome_file="$run_dir/job.outcome")");
+    namespace run_file = trainctl::run_file;
+    for (std::string_view name : {run_file::kJobId, run_file::kRequeueCount, run_file::kProgress, run_file::kCompleted,
+                                  run_file::kRequeueStalls, run_file::kOutcome}) {
+      CAPTURE(name);
+      const std::string path = std::string("/").append(name);
+      const size_t first = script.find(path);
+      CHECK(first != std::string::npos);
+      CHECK(script.find(path, first + 1) == std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("rendered scripts are valid bash") {
+  JobSpec job = named_job();
+  job.env = {{"QUOTED", "it's $(id) `id` \"x\""}};
+  job.setup = {"module load cuda"};
+  Sandbox sandbox;
+  for (const std::optional<ArrayTasks>& array : {std::optional<ArrayTasks>{}, std::optional<ArrayTasks>{{{3, 7}, 2}}}) {
+    CAPTURE(array.has_value());
+    const std::string script_path = sandbox.path("syntax.sbatch");
+    write_text(script_path, trainctl::render_batch_script(job, {kInputs.run_dir, kInputs.runtime_path, array}));
+    const CommandResult result = trainctl::ProcessRunner().run({"bash", "-n", script_path});
+    INFO("stderr: " << result.err);
+    CHECK(result.exit_code == 0);
+  }
 }
 
 TEST_CASE("paths that cannot appear in an #SBATCH line are refused") {

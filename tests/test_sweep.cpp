@@ -2,8 +2,9 @@
 // grid expansion in row-major file order, seeded random draws and their bounds, grid x random
 // pairing, the exact "FILE:LINE:COL: key: message" text of bad sweep input, task configs and the
 // check of each task's whole config, job-array splitting (slurm/job_array.cpp), the manifest's
-// text round trip and its corruption errors (cli/sweep_dir.cpp), and the status helpers that
-// need no SLURM (cli/sweep_status.cpp, settle_state of cli/run_status.cpp).
+// text round trip and its corruption errors (cli/sweep_dir.cpp), the status helpers that need no
+// SLURM (cli/sweep_status.cpp, cli/run_status.cpp: settle_state, reading metrics.jsonl), and the
+// JSON they write (common/json.h, `sweep status --json`).
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -24,6 +26,7 @@
 #include "config_files.h"
 #include "config_reader.h"
 #include "job_array.h"
+#include "json.h"
 #include "run_status.h"
 #include "sweep.h"
 #include "sweep_dir.h"
@@ -650,4 +653,59 @@ TEST_CASE("read_sweep_status joins run directories with the newest array's view 
   CHECK(states(forgotten) == std::vector<std::string>{"COMPLETED/", "UNKNOWN/", "UNKNOWN/", "LOCAL/"});
   CHECK_FALSE(trainctl::needs_resubmission(forgotten[0]));
   CHECK(trainctl::needs_resubmission(forgotten[3]));
+}
+
+TEST_CASE("JSON writes non-finite numbers as null") {
+  const trainctl::Json record{{"loss", std::numeric_limits<double>::quiet_NaN()},
+                              {"lr", std::numeric_limits<double>::infinity()},
+                              {"grad_norm", -std::numeric_limits<double>::infinity()},
+                              {"step", 3}};
+  CHECK(trainctl::json_text(record) == R"({"loss":null,"lr":null,"grad_norm":null,"step":3})");
+}
+
+TEST_CASE("a run's record skips metrics lines that do not parse, such as one being appended") {
+  TempDir dir;
+  const trainctl::RunDir run((dir.path() / "run").string());
+  run.prepare("[job]\n", /*resume=*/false);
+  std::ofstream(run.metrics()) << R"({"step":0,"event":"start","detail":"fresh"}
+{"step":10,"loss":0.5,"lr":0.01,"grad_norm":1.0,"samples_per_s":100.0,"global_batch":8,"elapsed_s":1.0}
+{"step":10,"val_loss":0.7,"val_accuracy":0.5}
+{"step":20,"loss":0.25,"lr":0.01,"grad_norm":1.0,"samples_per_s":100.0,"global_batch":8,"elapsed_s":2.0}
+{"step":20,"val_loss":0.9,"val_accuracy":0.6}
+{"step":30,"loss":null}
+not json at all
+{"step":40,"loss":0.125,"lr":0.0)";
+  const trainctl::RunStatus status = trainctl::read_run_record(run);
+  CHECK(status.step == 20);
+  CHECK(status.loss == 0.25);
+  CHECK(status.val_loss == 0.9);
+  CHECK(status.best_val_loss == 0.7);
+}
+
+TEST_CASE("sweep status JSON: list parameters are arrays, ranked tasks first, then the run status") {
+  SweepManifest manifest = sample_manifest(std::nullopt);
+  manifest.parameters.push_back("train.shuffle");
+  manifest.tasks[0].values.push_back(true);
+  manifest.tasks[1].values.push_back(false);
+  TaskStatus ranked = ranked_task(1, 0.5, 0.25);
+  ranked.run.run_dir = "/sweeps/lr/tasks/1";
+  ranked.run.job_id = "143_1";
+  ranked.run.state = "COMPLETED";
+  ranked.run.step = 40;
+  ranked.run.val_loss = 0.5;
+  ranked.run.outcome = "completed";
+  TaskStatus unranked = ranked_task(0, std::nullopt);
+  unranked.run.state = "PENDING";
+  unranked.run.reason = "Priority";
+  CHECK(trainctl::sweep_status_json(manifest, {ranked, unranked}, trainctl::RankMetric::kBestValLoss) ==
+        R"([{"task":1,"params":{"train.lr":0.035,"train.micro_batch":32,"model.activation":"it's \"quoted\"",)"
+        R"("model.hidden":[128],"train.shuffle":false},"rank":1,"run_dir":"/sweeps/lr/tasks/1","job_id":"143_1",)"
+        R"("state":"COMPLETED","reason":"","restarts":0,"step":40,"loss":0.25,"val_loss":0.5,"best_val_loss":0.5,)"
+        R"("outcome":"completed"},)"
+        "\n "
+        R"({"task":0,"params":{"train.lr":0.001,"train.micro_batch":16,"model.activation":"relu",)"
+        R"("model.hidden":[64,64],"train.shuffle":true},"run_dir":"","job_id":"","state":"PENDING",)"
+        R"("reason":"Priority","restarts":0,"outcome":""}])"
+        "\n");
+  CHECK(trainctl::sweep_status_json(manifest, {}, trainctl::RankMetric::kLoss) == "[]\n");
 }

@@ -1,18 +1,21 @@
 // DeviceScratch: device memory that an op reuses from call to call (bf16 copies of GEMM operands,
-// cuBLASLt's workspace, partial sums of reductions), grown to the largest size asked for.
+// cuBLASLt's workspace, partial sums of reductions), grown to the largest size asked for; and
+// StreamScratch, one set of them per stream, so that ops ordered on different streams never
+// share scratch and may run at the same time.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <map>
 
 #include "cuda/cuda_check.h"
 
 namespace trainctl::cuda_kernels {
 
-// The ops are called from the one thread that drives the device, so scratch needs no lock. The
-// owners are function-local statics that are never freed: a destructor would run cudaFree at exit,
-// after the CUDA runtime may have shut down, and the driver reclaims the memory with the process.
+// The ops are called from the one thread that drives the device, so scratch needs no lock. It is
+// never freed: a destructor would run cudaFree at exit, after the CUDA runtime may have shut
+// down, and the driver reclaims the memory with the process.
 class DeviceScratch {
  public:
   // zero_when_grown: new memory starts as zero bytes (counters that kernels reset after use).
@@ -20,16 +23,17 @@ class DeviceScratch {
   DeviceScratch(const DeviceScratch&) = delete;
   DeviceScratch& operator=(const DeviceScratch&) = delete;
 
-  // At least `bytes` bytes; what an earlier call left there is lost when it grows. cudaFree waits
-  // for the device, so no kernel still in flight uses the old memory.
+  // At least `bytes` bytes for work ordered on `stream`; what an earlier call left there is lost
+  // when it grows. cudaFree waits for the device, so no kernel still in flight uses the old
+  // memory, and the zeroing is ordered before the work that follows on `stream`.
   template <typename T = void>
-  T* get(size_t bytes) {
+  T* get(size_t bytes, cudaStream_t stream) {
     if (bytes > capacity_) {
       if (data_ != nullptr) CUDA_CHECK(cudaFree(data_));
       data_ = nullptr;
       capacity_ = 0;
       CUDA_CHECK(cudaMalloc(&data_, bytes));
-      if (zero_when_grown_) CUDA_CHECK(cudaMemsetAsync(data_, 0, bytes, 0));
+      if (zero_when_grown_) CUDA_CHECK(cudaMemsetAsync(data_, 0, bytes, stream));
       capacity_ = bytes;
     }
     return static_cast<T*>(data_);
@@ -40,5 +44,27 @@ class DeviceScratch {
   void* data_ = nullptr;
   size_t capacity_ = 0;
 };
+
+// The scratch of the ops ordered on one stream: ops on one stream run one after another, so one
+// of each serves them all.
+struct StreamScratch {
+  // Partial results of a reduction's blocks.
+  DeviceScratch reduction_partials;
+  // The reductions' block counters, zero between launches.
+  DeviceScratch block_counters{/*zero_when_grown=*/true};
+  // The final values that host-valued ops copy back.
+  DeviceScratch reduction_results;
+  DeviceScratch gemm_workspace;
+  // gemm_bf16's operands rounded to bf16.
+  DeviceScratch bf16_a, bf16_b;
+};
+
+// A stream's scratch, made on its first use and kept by handle. CUDA may give a new stream the
+// handle of a destroyed one, and with it that stream's scratch: so synchronize a stream that ran
+// ops before destroying it, or its last ops may still be using what the new stream's ops reuse.
+inline StreamScratch& scratch_of(cudaStream_t stream) {
+  static std::map<cudaStream_t, StreamScratch> scratch;
+  return scratch[stream];
+}
 
 }  // namespace trainctl::cuda_kernels

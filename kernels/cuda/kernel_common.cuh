@@ -1,6 +1,7 @@
 // What the CUDA kernels share: launch shapes, grid-stride indexing, and the deterministic
 // reductions (fixed-order warp and block sums; the last block of a grid combining every block's
-// partial result), which make each op give bitwise the same result on every run.
+// partial result), which make each op give bitwise the same result on every run, and the way of
+// their results back to the host.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,6 +10,7 @@
 #include <cstdint>
 
 #include "cuda/cuda_check.h"
+#include "cuda/cuda_ops.h"
 #include "cuda/device_scratch.h"
 
 namespace trainctl::cuda_kernels {
@@ -31,12 +33,12 @@ inline unsigned int blocks_for(int64_t n) {
 __device__ inline int64_t grid_thread_index() { return blockIdx.x * int64_t{blockDim.x} + threadIdx.x; }
 __device__ inline int64_t grid_thread_count() { return gridDim.x * int64_t{blockDim.x}; }
 
-// Launches kernel(args...) with blocks_for(n) blocks on the legacy default stream, where every op
-// runs; nothing to do for n == 0 (a grid of no blocks is a launch error).
+// Launches kernel(args...) with blocks_for(n) blocks on `stream`; nothing to do for n == 0 (a
+// grid of no blocks is a launch error).
 template <typename... Params, typename... Args>
-void launch_over(int64_t n, void (*kernel)(Params...), Args... args) {
+void launch_over(cudaStream_t stream, int64_t n, void (*kernel)(Params...), Args... args) {
   if (n == 0) return;
-  kernel<<<blocks_for(n), kBlockThreads, 0, 0>>>(static_cast<Params>(args)...);
+  kernel<<<blocks_for(n), kBlockThreads, 0, stream>>>(static_cast<Params>(args)...);
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -81,20 +83,13 @@ __device__ inline bool finished_last(unsigned int* counter, unsigned int blocks)
   return is_last;
 }
 
-// Scratch of the reductions: partial results of blocks, their counters (zero between launches),
-// and the final values that host-valued ops copy back. All ops run in order on one stream, so
-// one of each serves them all.
-inline DeviceScratch& reduction_partials() {
-  static DeviceScratch scratch;
-  return scratch;
-}
-inline DeviceScratch& block_counters() {
-  static DeviceScratch scratch(/*zero_when_grown=*/true);
-  return scratch;
-}
-inline DeviceScratch& reduction_results() {
-  static DeviceScratch scratch;
-  return scratch;
+// A reduction's result on the host, once the work before it on `stream` is done; waits for
+// that stream only.
+template <typename T>
+T host_value(cudaStream_t stream, const T* device_value) {
+  T value{};
+  copy_and_wait(stream, &value, device_value, sizeof(T));
+  return value;
 }
 
 }  // namespace trainctl::cuda_kernels

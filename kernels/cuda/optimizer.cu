@@ -1,13 +1,14 @@
-// The CUDA optimizer steps (PyTorch's SGD with momentum and AdamW) and the gradient-norm helpers
-// (sum_squares, scale). The steps take their derived scalars as the CPU reference computes them
-// (in double, rounded once to float) and repeat its float arithmetic operation for operation,
-// with IEEE division and square root and no contraction into FMA (--fmad=false), so parameters
-// and optimizer state match the CPU's bitwise. sum_squares adds in double, in a fixed order.
+// The CUDA optimizer family: the steps (PyTorch's SGD with momentum and AdamW) and the
+// gradient-norm helpers (sum_squares, scale). The steps take their derived scalars as the CPU
+// reference computes them (in double, rounded once to float) and repeat its float arithmetic
+// operation for operation, with IEEE division and square root and no contraction into FMA
+// (--fmad=false), so parameters and optimizer state match the CPU's bitwise. sum_squares adds in
+// double, in a fixed order, and waits for its stream only.
 #include <cmath>
 #include <cstdint>
 
+#include "cuda/cuda_ops.h"
 #include "cuda/kernel_common.cuh"
-#include "cuda/ops_cuda.h"
 
 namespace trainctl::cuda_kernels {
 
@@ -68,14 +69,14 @@ __global__ void scale_kernel(float* __restrict__ x, int64_t n, float factor) {
 
 }  // namespace
 
-void sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n, double lr, double momentum,
-              double weight_decay) {
-  launch_over(n, sgd_step_kernel, param, grad, momentum_buffer, n, static_cast<float>(lr),
+void sgd_step(Stream stream, float* param, const float* grad, float* momentum_buffer, int64_t n, double lr,
+              double momentum, double weight_decay) {
+  launch_over(cuda_stream(stream), n, sgd_step_kernel, param, grad, momentum_buffer, n, static_cast<float>(lr),
               static_cast<float>(momentum), static_cast<float>(weight_decay));
 }
 
-void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n, double lr,
-                double beta1, double beta2, double eps, double weight_decay, int64_t step) {
+void adamw_step(Stream stream, float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+                double lr, double beta1, double beta2, double eps, double weight_decay, int64_t step) {
   const AdamwScalars scalars{
       .decay = static_cast<float>(1.0 - lr * weight_decay),
       .beta1 = static_cast<float>(beta1),
@@ -86,22 +87,24 @@ void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_
       .bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, static_cast<double>(step)))),
       .eps = static_cast<float>(eps),
   };
-  launch_over(n, adamw_step_kernel, param, grad, exp_avg, exp_avg_sq, n, scalars);
+  launch_over(cuda_stream(stream), n, adamw_step_kernel, param, grad, exp_avg, exp_avg_sq, n, scalars);
 }
 
-double sum_squares(const float* x, int64_t n) {
+double sum_squares(Stream stream, const float* x, int64_t n) {
   if (n == 0) return 0.0;
+  const cudaStream_t cuda = cuda_stream(stream);
+  StreamScratch& scratch = scratch_of(cuda);
   const unsigned int blocks = blocks_for(n);
-  auto* block_sums = reduction_partials().get<double>(blocks * sizeof(double));
-  auto* counter = block_counters().get<unsigned int>(sizeof(unsigned int));
-  auto* total = reduction_results().get<double>(sizeof(double));
-  sum_squares_kernel<<<blocks, kBlockThreads, 0, 0>>>(x, n, block_sums, counter, total);
+  auto* block_sums = scratch.reduction_partials.get<double>(blocks * sizeof(double), cuda);
+  auto* counter = scratch.block_counters.get<unsigned int>(sizeof(unsigned int), cuda);
+  auto* total = scratch.reduction_results.get<double>(sizeof(double), cuda);
+  sum_squares_kernel<<<blocks, kBlockThreads, 0, cuda>>>(x, n, block_sums, counter, total);
   CUDA_CHECK(cudaGetLastError());
-  double host_total = 0.0;
-  CUDA_CHECK(cudaMemcpy(&host_total, total, sizeof(double), cudaMemcpyDeviceToHost));
-  return host_total;
+  return host_value(cuda, total);
 }
 
-void scale(float* x, int64_t n, float factor) { launch_over(n, scale_kernel, x, n, factor); }
+void scale(Stream stream, float* x, int64_t n, float factor) {
+  launch_over(cuda_stream(stream), n, scale_kernel, x, n, factor);
+}
 
 }  // namespace trainctl::cuda_kernels

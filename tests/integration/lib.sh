@@ -25,20 +25,34 @@ make_data() {
     --seed 11 >/dev/null
 }
 
+# Byte tokens of the licence texts every Debian system ships: data/text_train.bin, data/text_val.bin.
+make_token_data() {
+  mkdir -p data
+  local texts
+  mapfile -t texts < <(find /usr/share/common-licenses -maxdepth 1 -type f | sort)
+  "$TRAINCTL" data tokenize "${texts[@]}" -o data/text_train.bin --val-out data/text_val.bin >/dev/null
+}
+
 # write_config FILE NAME KEY=VALUE...: a config with [job] name NAME; each KEY=VALUE (TOML
-# syntax, KEY as table.key) overrides the defaults below.
+# syntax, KEY as table.key) overrides the defaults below: an MLP on make_data's files, or, given
+# model.kind='"gpt2"', a small GPT-2 on make_token_data's.
 write_config() {
   local file=$1 name=$2
   shift 2
   declare -A values=(
     [job.nodes]=1 [job.ranks_per_node]=2 [job.cpus_per_rank]=1 [job.signal]='"TERM"' [job.signal_grace]=60
     [job.max_requeues]=5
-    [model.inputs]=32 [model.hidden]='[64]' [model.classes]=4 [model.activation]='"relu"'
-    [data.train]='"data/train.h5"' [data.shuffle]=true
-    [train.steps]=40 [train.micro_batch]=32 [train.grad_accum]=1 [train.optimizer]='"adamw"' [train.lr]=1e-2
+    [train.steps]=40 [train.grad_accum]=1 [train.optimizer]='"adamw"' [train.lr]=1e-2
     [train.seed]=7 [train.log_every]=10
     [checkpoint.every_steps]=10 [checkpoint.keep_last]=3
   )
+  if [[ " $* " == *' model.kind="gpt2" '* ]]; then
+    values+=([model.n_layer]=2 [model.n_head]=2 [model.n_embd]=32 [model.block_size]=32 [model.vocab_size]=256
+      [data.train]='"data/text_train.bin"' [data.shuffle]=true [train.micro_batch]=4 [train.lr]=3e-3)
+  else
+    values+=([model.inputs]=32 [model.hidden]='[64]' [model.classes]=4 [model.activation]='"relu"'
+      [data.train]='"data/train.h5"' [data.shuffle]=true [train.micro_batch]=32)
+  fi
   local pair
   for pair in "$@"; do values[${pair%%=*}]=${pair#*=}; done
   {

@@ -1,14 +1,15 @@
-// The CUDA bias + activation ops. The forward adds the bias and applies the activation; the
-// backward multiplies by the activation's derivative and sums grad_bias over rows in the same
-// kernel, deterministically (fixed-order sums per block, then the last block adds the blocks'
-// sums in order: no float atomics). The arithmetic is the CPU reference's, operation for
-// operation (and uncontracted: --fmad=false), so ReLU and the identity match it bitwise and GELU
-// differs only by erff and expf, which are not correctly rounded on either side.
+// The CUDA elementwise family: the fused bias + activation ops and the residual add. The
+// bias_act forward adds the bias and applies the activation; the backward multiplies by the
+// activation's derivative and sums grad_bias over rows in the same kernel, deterministically
+// (fixed-order sums per block, then the last block adds the blocks' sums in order: no float
+// atomics). The arithmetic is the CPU reference's (kernels/cpu/elementwise.cpp), operation for
+// operation (and uncontracted: --fmad=false), so ReLU, the identity and add match it bitwise, and
+// the GELUs differ only by erff, expf and tanhf, which are not correctly rounded on either side.
 #include <algorithm>
 #include <cstdint>
 
+#include "cuda/cuda_ops.h"
 #include "cuda/kernel_common.cuh"
-#include "cuda/ops_cuda.h"
 
 namespace trainctl::cuda_kernels {
 
@@ -16,6 +17,8 @@ namespace {
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+constexpr float kSqrt2OverPi = 0.79788456080286536f;
+constexpr float kGeluTanhCubic = 0.044715f;
 
 struct Identity {
   __device__ static float forward(float z) { return z; }
@@ -35,19 +38,35 @@ struct Gelu {
     return cdf + z * kInvSqrt2Pi * expf(-0.5f * z * z);
   }
 };
+// GPT-2's tanh approximation: 0.5 z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3))).
+struct GeluTanh {
+  __device__ static float forward(float z) {
+    const float inner = kSqrt2OverPi * (z + kGeluTanhCubic * (z * z * z));
+    return 0.5f * z * (1.0f + tanhf(inner));
+  }
+  // From z alone (out is not enough to recover tanh): d/dz of the above.
+  __device__ static float derivative(float z, float) {
+    const float z_squared = z * z;
+    const float tanh_inner = tanhf(kSqrt2OverPi * (z + kGeluTanhCubic * (z_squared * z)));
+    const float inner_derivative = kSqrt2OverPi * (1.0f + 3.0f * kGeluTanhCubic * z_squared);
+    return 0.5f * (1.0f + tanh_inner) + 0.5f * z * (1.0f - tanh_inner * tanh_inner) * inner_derivative;
+  }
+};
 
 template <typename Body>
 void with_activation(Activation act, Body body) {
   switch (act) {
     case Activation::kRelu: body(Relu{}); break;
     case Activation::kGelu: body(Gelu{}); break;
-    default: body(Identity{});
+    case Activation::kGeluTanh: body(GeluTanh{}); break;
+    case Activation::kNone: body(Identity{}); break;
   }
 }
 
+// out may be z itself: each element is read before it is written, by the same thread.
 template <typename Act>
-__global__ void bias_act_forward_kernel(float* __restrict__ z, const float* __restrict__ bias,
-                                        float* __restrict__ out, int64_t rows, int64_t cols) {
+__global__ void bias_act_forward_kernel(float* z, const float* __restrict__ bias, float* out, int64_t rows,
+                                        int64_t cols) {
   const int64_t n = rows * cols;
   for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) {
     const float biased = z[i] + bias[i % cols];
@@ -111,17 +130,37 @@ __global__ void bias_act_backward_kernel(const float* grad_out, const float* __r
   if (threadIdx.y == 0 && column < cols) grad_bias[column] += total;
 }
 
+// out may be a or b: each element is read before it is written, by the same thread.
+__global__ void add_kernel(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) out[i] = a[i] + b[i];
+}
+
+// add_kernel for 16-byte aligned vectors: four elements per load and store, then the last n % 4
+// one by one (the grid has more threads than that).
+__global__ void add_quads_kernel(float* out, const float* a, const float* b, int64_t n) {
+  const int64_t quads = n / 4;
+  for (int64_t i = grid_thread_index(); i < quads; i += grid_thread_count()) {
+    const float4 x = reinterpret_cast<const float4*>(a)[i], y = reinterpret_cast<const float4*>(b)[i];
+    reinterpret_cast<float4*>(out)[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+  }
+  const int64_t tail = quads * 4 + grid_thread_index();
+  if (tail < n) out[tail] = a[tail] + b[tail];
+}
+
 }  // namespace
 
-void bias_act_forward(float* z, const float* bias, float* out, int64_t rows, int64_t cols, Activation act) {
+void bias_act_forward(Stream stream, float* z, const float* bias, float* out, int64_t rows, int64_t cols,
+                      Activation act) {
   with_activation(act, [=](auto activation) {
-    launch_over(rows * cols, bias_act_forward_kernel<decltype(activation)>, z, bias, out, rows, cols);
+    launch_over(cuda_stream(stream), rows * cols, bias_act_forward_kernel<decltype(activation)>, z, bias, out, rows,
+                cols);
   });
 }
 
-void bias_act_backward(const float* grad_out, const float* z, const float* out, float* grad_z, float* grad_bias,
-                       int64_t rows, int64_t cols, Activation act) {
+void bias_act_backward(Stream stream, const float* grad_out, const float* z, const float* out, float* grad_z,
+                       float* grad_bias, int64_t rows, int64_t cols, Activation act) {
   if (rows == 0 || cols == 0) return;
+  const cudaStream_t cuda = cuda_stream(stream);
   const int64_t column_tiles = ceil_div(cols, kTileColumns);
   const int64_t row_blocks = std::min({ceil_div(rows, kRowsPerBlock), kMaxRowBlocks,
                                        std::max(int64_t{1}, kMaxBackwardBlocks / column_tiles)});
@@ -129,16 +168,27 @@ void bias_act_backward(const float* grad_out, const float* z, const float* out, 
   float* partials = nullptr;
   unsigned int* counters = nullptr;
   if (row_blocks > 1) {
-    partials = reduction_partials().get<float>(static_cast<size_t>(row_blocks * cols) * sizeof(float));
-    counters = block_counters().get<unsigned int>(static_cast<size_t>(column_tiles) * sizeof(unsigned int));
+    StreamScratch& scratch = scratch_of(cuda);
+    partials = scratch.reduction_partials.get<float>(static_cast<size_t>(row_blocks * cols) * sizeof(float), cuda);
+    counters =
+        scratch.block_counters.get<unsigned int>(static_cast<size_t>(column_tiles) * sizeof(unsigned int), cuda);
   }
   const dim3 grid(static_cast<unsigned int>(column_tiles), static_cast<unsigned int>(row_blocks));
   const dim3 block(kTileColumns, kRowLanes);
   with_activation(act, [=](auto activation) {
-    bias_act_backward_kernel<decltype(activation)><<<grid, block, 0, 0>>>(
+    bias_act_backward_kernel<decltype(activation)><<<grid, block, 0, cuda>>>(
         grad_out, z, out, grad_z, grad_bias, rows, cols, rows_per_block, partials, counters);
     CUDA_CHECK(cudaGetLastError());
   });
+}
+
+void add(Stream stream, float* out, const float* a, const float* b, int64_t n) {
+  const auto addresses = reinterpret_cast<uintptr_t>(out) | reinterpret_cast<uintptr_t>(a) |
+                         reinterpret_cast<uintptr_t>(b);
+  if (addresses % alignof(float4) == 0)
+    launch_over(cuda_stream(stream), ceil_div(n, 4), add_quads_kernel, out, a, b, n);
+  else
+    launch_over(cuda_stream(stream), n, add_kernel, out, a, b, n);
 }
 
 }  // namespace trainctl::cuda_kernels

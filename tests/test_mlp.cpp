@@ -1,4 +1,4 @@
-// Tests for the MLP (runtime/model.cpp) and the CPU kernels it runs on (kernels/cpu/ops_cpu.cpp):
+// Tests for the MLP (models/mlp.cpp) and the CPU kernels it runs on (kernels/cpu/):
 // analytic gradients against central finite differences of the mean loss for every parameter,
 // with ReLU and with GELU; the PyTorch nn.Sequential parameter layout; gradient accumulation
 // over micro-batches; deterministic, bounded initialisation; and the kernels directly:
@@ -18,11 +18,11 @@
 
 using trainctl::Activation;
 using trainctl::Mlp;
-using trainctl::ModelSpec;
+using ModelSpec = trainctl::MlpSpec;
 
 namespace {
 
-const trainctl::DeviceOps& cpu() { return trainctl::cpu_device(); }
+const trainctl::Device& cpu() { return trainctl::cpu_device(); }
 
 // The model every test uses: 5 -> 7 -> 6 -> 3, 111 parameters.
 ModelSpec small_spec(Activation activation) {
@@ -38,6 +38,16 @@ struct Batch {
   std::vector<float> x;
   std::vector<int32_t> y;
   int64_t rows = 0;
+  int64_t inputs = 0;
+  // Rows [first, first + count) as the data seam hands them to a model.
+  trainctl::Batch rows_of(int64_t first, int64_t count) const {
+    trainctl::Batch batch;
+    batch.examples = count;
+    std::copy_n(x.begin() + first * inputs, count * inputs, batch.floats("x", {count, inputs}));
+    std::copy_n(y.begin() + first, count, batch.ints("y", {count}));
+    return batch;
+  }
+  trainctl::Batch all() const { return rows_of(0, rows); }
 };
 
 // Standard-normal features and labels that cover every class.
@@ -45,6 +55,7 @@ Batch make_batch(const ModelSpec& spec, int64_t rows, uint64_t seed) {
   trainctl::Rng rng(seed, trainctl::kSyntheticDataStream);
   Batch batch;
   batch.rows = rows;
+  batch.inputs = spec.inputs;
   for (int64_t i = 0; i < rows * spec.inputs; ++i) batch.x.push_back(static_cast<float>(rng.normal()));
   for (int64_t i = 0; i < rows; ++i) batch.y.push_back(static_cast<int32_t>((i * 2) % spec.classes));
   return batch;
@@ -52,21 +63,21 @@ Batch make_batch(const ModelSpec& spec, int64_t rows, uint64_t seed) {
 
 std::vector<float> download(const float* device_values, int64_t count) {
   std::vector<float> host(static_cast<size_t>(count));
-  cpu().download(host.data(), device_values, host.size() * sizeof(float));
+  cpu().memory.download(trainctl::Stream{}, host.data(), device_values, host.size() * sizeof(float));
   return host;
 }
 
 void set_parameter(Mlp& model, int64_t index, float value) {
-  cpu().upload(model.parameters() + index, &value, sizeof(float));
+  cpu().memory.upload(trainctl::Stream{}, model.parameters() + index, &value, sizeof(float));
 }
 
 double mean_loss(Mlp& model, const Batch& batch) {
-  return model.evaluate(batch.x.data(), batch.y.data(), batch.rows).loss_sum / static_cast<double>(batch.rows);
+  return model.evaluate(batch.all()).loss_sum / static_cast<double>(batch.rows);
 }
 
 std::vector<float> analytic_gradients(Mlp& model, const Batch& batch) {
   model.zero_gradients();
-  model.forward_backward(batch.x.data(), batch.y.data(), batch.rows, 1.0f / static_cast<float>(batch.rows));
+  model.forward_backward(batch.all(), 1.0f / static_cast<float>(batch.rows));
   return download(model.gradients(), model.parameter_count());
 }
 
@@ -200,7 +211,7 @@ void check_gradients_match(Activation activation, const FiniteDifferenceSettings
                            int64_t allowed_kinks) {
   const ModelSpec spec = small_spec(activation);
   const Batch batch = make_batch(spec, 4, 17);
-  Mlp model(spec, cpu(), batch.rows, trainctl::Precision::kFp32);
+  Mlp model(spec, cpu(), {batch.rows, trainctl::Precision::kFp32});
   model.init_parameters(3);
   const std::vector<float> parameters = download(model.parameters(), model.parameter_count());
   // The reference forward agrees with the model's before it is trusted to find kinks.
@@ -236,7 +247,7 @@ TEST_CASE("ReLU gradients match central finite differences away from kinks") {
 }
 
 TEST_CASE("parameters are laid out as PyTorch's nn.Sequential state_dict") {
-  Mlp model(small_spec(Activation::kRelu), cpu(), 1, trainctl::Precision::kFp32);
+  Mlp model(small_spec(Activation::kRelu), cpu(), {1, trainctl::Precision::kFp32});
   const auto& layout = model.parameter_layout();
   REQUIRE(layout.size() == 6);
   const std::vector<std::string> names{"0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"};
@@ -256,7 +267,7 @@ TEST_CASE("parameters are laid out as PyTorch's nn.Sequential state_dict") {
 TEST_CASE("a model without hidden layers is one Linear") {
   ModelSpec spec = small_spec(Activation::kGelu);
   spec.hidden.clear();
-  Mlp model(spec, cpu(), 1, trainctl::Precision::kFp32);
+  Mlp model(spec, cpu(), {1, trainctl::Precision::kFp32});
   REQUIRE(model.parameter_layout().size() == 2);
   CHECK(model.parameter_layout()[0].name == "0.weight");
   CHECK(model.parameter_layout()[0].shape == std::vector<int64_t>{3, 5});
@@ -269,17 +280,17 @@ TEST_CASE("gradients accumulated over two half batches equal one whole batch") {
   const ModelSpec spec = small_spec(Activation::kGelu);
   const Batch batch = make_batch(spec, 4, 29);
   const float scale = 1.0f / 4.0f;
-  Mlp model(spec, cpu(), 4, trainctl::Precision::kFp32);
+  Mlp model(spec, cpu(), {4, trainctl::Precision::kFp32});
   model.init_parameters(8);
 
   model.zero_gradients();
-  const trainctl::BatchResult whole = model.forward_backward(batch.x.data(), batch.y.data(), 4, scale);
+  const trainctl::BatchResult whole = model.forward_backward(batch.rows_of(0, 4), scale);
   const std::vector<float> whole_gradients = download(model.gradients(), model.parameter_count());
 
   model.zero_gradients();
-  const trainctl::BatchResult first = model.forward_backward(batch.x.data(), batch.y.data(), 2, scale);
+  const trainctl::BatchResult first = model.forward_backward(batch.rows_of(0, 2), scale);
   const trainctl::BatchResult second =
-      model.forward_backward(batch.x.data() + 2 * spec.inputs, batch.y.data() + 2, 2, scale);
+      model.forward_backward(batch.rows_of(2, 2), scale);
   const std::vector<float> accumulated = download(model.gradients(), model.parameter_count());
 
   CHECK(first.loss_sum + second.loss_sum == doctest::Approx(whole.loss_sum).epsilon(1e-9));
@@ -298,22 +309,22 @@ TEST_CASE("gradients accumulated over two half batches equal one whole batch") {
 TEST_CASE("forward_backward rejects a batch larger than the model was sized for") {
   const ModelSpec spec = small_spec(Activation::kRelu);
   const Batch batch = make_batch(spec, 4, 1);
-  Mlp model(spec, cpu(), 3, trainctl::Precision::kFp32);
-  CHECK_THROWS_WITH_AS(model.forward_backward(batch.x.data(), batch.y.data(), 4, 1.0f), "batch of 4 rows exceeds 3",
+  Mlp model(spec, cpu(), {3, trainctl::Precision::kFp32});
+  CHECK_THROWS_WITH_AS(model.forward_backward(batch.rows_of(0, 4), 1.0f), "batch of 4 rows exceeds 3",
                        std::logic_error);
 }
 
 TEST_CASE("evaluate rejects a batch larger than the model was sized for") {
   const ModelSpec spec = small_spec(Activation::kRelu);
   const Batch batch = make_batch(spec, 2, 1);
-  Mlp model(spec, cpu(), 1, trainctl::Precision::kFp32);
-  CHECK_THROWS_WITH_AS(model.evaluate(batch.x.data(), batch.y.data(), 2), "batch of 2 rows exceeds 1",
+  Mlp model(spec, cpu(), {1, trainctl::Precision::kFp32});
+  CHECK_THROWS_WITH_AS(model.evaluate(batch.rows_of(0, 2)), "batch of 2 rows exceeds 1",
                        std::logic_error);
 }
 
 TEST_CASE("init_parameters is deterministic per seed and uniform within 1/sqrt(fan_in)") {
   const ModelSpec spec = small_spec(Activation::kRelu);
-  Mlp model(spec, cpu(), 1, trainctl::Precision::kFp32);
+  Mlp model(spec, cpu(), {1, trainctl::Precision::kFp32});
   model.init_parameters(1234);
   const std::vector<float> first = download(model.parameters(), model.parameter_count());
   model.init_parameters(1234);
@@ -352,7 +363,7 @@ TEST_CASE("softmax cross-entropy on a hand-computed 2x3 example") {
   std::vector<float> grad(6, -7.0f);
   double loss_sum = 0.0;
   int64_t correct = -1;
-  cpu().softmax_cross_entropy(logits.data(), labels.data(), grad.data(), 2, 3, 0.5f, &loss_sum, &correct);
+  cpu().loss.softmax_cross_entropy(trainctl::Stream{}, logits.data(), labels.data(), grad.data(), 2, 3, 0.5f, &loss_sum, &correct);
   CHECK(loss_sum == doctest::Approx(0.4076059644443806 + 2.1698460195562856).epsilon(1e-7));
   CHECK(correct == 1);
   // (softmax - onehot(label)) * 0.5
@@ -366,7 +377,7 @@ TEST_CASE("softmax cross-entropy on a hand-computed 2x3 example") {
   // Evaluation passes no gradient buffer and gets the same loss.
   double eval_loss = 0.0;
   int64_t eval_correct = -1;
-  cpu().softmax_cross_entropy(logits.data(), labels.data(), nullptr, 2, 3, 0.0f, &eval_loss, &eval_correct);
+  cpu().loss.softmax_cross_entropy(trainctl::Stream{}, logits.data(), labels.data(), nullptr, 2, 3, 0.0f, &eval_loss, &eval_correct);
   CHECK(eval_loss == loss_sum);
   CHECK(eval_correct == 1);
 }
@@ -379,12 +390,12 @@ TEST_CASE("GELU forward and backward follow the exact erf formula") {
   std::array<float, kPoints> z{};
   for (size_t i = 0; i < kPoints; ++i) z[i] = points[i] - 0.25f;
   std::array<float, kPoints> out{};
-  cpu().bias_act_forward(z.data(), bias.data(), out.data(), 1, kPoints, Activation::kGelu);
+  cpu().elementwise.bias_act_forward(trainctl::Stream{}, z.data(), bias.data(), out.data(), 1, kPoints, Activation::kGelu);
 
   const std::array<float, kPoints> grad_out = filled<kPoints>(2.0f);
   std::array<float, kPoints> grad_z{};
   std::array<float, kPoints> grad_bias = filled<kPoints>(1.0f);  // accumulates onto what is there
-  cpu().bias_act_backward(grad_out.data(), z.data(), out.data(), grad_z.data(), grad_bias.data(), 1, kPoints,
+  cpu().elementwise.bias_act_backward(trainctl::Stream{}, grad_out.data(), z.data(), out.data(), grad_z.data(), grad_bias.data(), 1, kPoints,
                           Activation::kGelu);
 
   for (size_t i = 0; i < kPoints; ++i) {
@@ -405,13 +416,13 @@ TEST_CASE("ReLU backward passes the gradient where z > 0 and sums the bias gradi
   std::array<float, 6> z{-2.0f, 0.0f, 3.0f, -2.0f, 0.0f, 3.0f};
   const std::array<float, 3> bias{1.0f, 0.0f, -1.0f};
   std::array<float, 6> out{};
-  cpu().bias_act_forward(z.data(), bias.data(), out.data(), 2, 3, Activation::kRelu);
+  cpu().elementwise.bias_act_forward(trainctl::Stream{}, z.data(), bias.data(), out.data(), 2, 3, Activation::kRelu);
   CHECK(out == std::array<float, 6>{0.0f, 0.0f, 2.0f, 0.0f, 0.0f, 2.0f});
 
   // grad_z aliases grad_out, as the model calls it.
   std::array<float, 6> grad{3.0f, 5.0f, 7.0f, 11.0f, 13.0f, 17.0f};
   std::array<float, 3> grad_bias{};
-  cpu().bias_act_backward(grad.data(), z.data(), out.data(), grad.data(), grad_bias.data(), 2, 3, Activation::kRelu);
+  cpu().elementwise.bias_act_backward(trainctl::Stream{}, grad.data(), z.data(), out.data(), grad.data(), grad_bias.data(), 2, 3, Activation::kRelu);
   CHECK(grad == std::array<float, 6>{0.0f, 0.0f, 7.0f, 0.0f, 0.0f, 17.0f});  // relu'(0) = 0 as in PyTorch
   CHECK(grad_bias == std::array<float, 3>{0.0f, 0.0f, 24.0f});
 }
@@ -419,10 +430,10 @@ TEST_CASE("ReLU backward passes the gradient where z > 0 and sums the bias gradi
 TEST_CASE("backward reports each layer once, last layer first, covering every parameter") {
   const ModelSpec spec = small_spec(Activation::kGelu);
   const Batch batch = make_batch(spec, 4, 5);
-  Mlp model(spec, cpu(), batch.rows, trainctl::Precision::kFp32);
+  Mlp model(spec, cpu(), {batch.rows, trainctl::Precision::kFp32});
   model.init_parameters(9);
   std::vector<std::pair<int64_t, int64_t>> reported;
-  model.forward_backward(batch.x.data(), batch.y.data(), batch.rows, 0.25f,
+  model.forward_backward(batch.all(), 0.25f,
                          [&](int64_t offset, int64_t count) { reported.emplace_back(offset, count); });
   // Layer i is "2i.weight" then "2i.bias" in the layout: one contiguous slice, reported in reverse.
   const auto& layout = model.parameter_layout();
@@ -440,12 +451,12 @@ TEST_CASE("backward reports each layer once, last layer first, covering every pa
 TEST_CASE("bf16 precision rounds the GEMM inputs: close to fp32, not equal") {
   const ModelSpec spec = small_spec(Activation::kRelu);
   const Batch batch = make_batch(spec, 4, 21);
-  Mlp fp32(spec, cpu(), batch.rows, trainctl::Precision::kFp32);
-  Mlp bf16(spec, cpu(), batch.rows, trainctl::Precision::kBf16);
+  Mlp fp32(spec, cpu(), {batch.rows, trainctl::Precision::kFp32});
+  Mlp bf16(spec, cpu(), {batch.rows, trainctl::Precision::kBf16});
   fp32.init_parameters(4);
   bf16.init_parameters(4);
-  const double full = fp32.forward_backward(batch.x.data(), batch.y.data(), batch.rows, 1.0f).loss_sum;
-  const double rounded = bf16.forward_backward(batch.x.data(), batch.y.data(), batch.rows, 1.0f).loss_sum;
+  const double full = fp32.forward_backward(batch.all(), 1.0f).loss_sum;
+  const double rounded = bf16.forward_backward(batch.all(), 1.0f).loss_sum;
   MESSAGE("loss sum fp32 ", full, ", bf16 ", rounded);
   CHECK(rounded != full);
   // bf16 keeps 8 significant bits: a relative error of a few 2^-9 through three layers.

@@ -1,15 +1,15 @@
-// The CUDA softmax cross-entropy, forward and backward in one kernel: a warp per row finds the
-// row's max (first index on ties, as std::max_element), sums exp(logit - max) in double, and
-// writes (softmax - onehot) * grad_scale, with the CPU reference's arithmetic. The loss sum and
-// the correct count are reduced in a fixed order (warp, block, then the last block over all
-// blocks) and copied back to the host.
+// The CUDA loss family: softmax cross-entropy, forward and backward in one kernel. A warp per row
+// finds the row's max (first index on ties, as std::max_element), sums exp(logit - max) in
+// double, and writes (softmax - onehot) * grad_scale, with the CPU reference's arithmetic. The
+// loss sum and the correct count are reduced in a fixed order (warp, block, then the last block
+// over all blocks) and copied back to the host, which waits for the op's stream only.
 #include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
 
+#include "cuda/cuda_ops.h"
 #include "cuda/kernel_common.cuh"
-#include "cuda/ops_cuda.h"
 
 namespace trainctl::cuda_kernels {
 
@@ -83,18 +83,20 @@ __global__ void softmax_cross_entropy_kernel(const float* __restrict__ logits, c
 
 }  // namespace
 
-void softmax_cross_entropy(const float* logits, const int32_t* labels, float* grad_logits, int64_t rows,
-                           int64_t classes, float grad_scale, double* loss_sum, int64_t* correct) {
+void softmax_cross_entropy(Stream stream, const float* logits, const int32_t* labels, float* grad_logits,
+                           int64_t rows, int64_t classes, float grad_scale, double* loss_sum, int64_t* correct) {
   LossTotals host_totals{0.0, 0};
   if (rows > 0) {
+    const cudaStream_t cuda = cuda_stream(stream);
+    StreamScratch& scratch = scratch_of(cuda);
     const unsigned int blocks = static_cast<unsigned int>(std::min(ceil_div(rows, kBlockWarps), kMaxBlocks));
-    auto* block_totals = reduction_partials().get<LossTotals>(blocks * sizeof(LossTotals));
-    auto* counter = block_counters().get<unsigned int>(sizeof(unsigned int));
-    auto* totals = reduction_results().get<LossTotals>(sizeof(LossTotals));
-    softmax_cross_entropy_kernel<<<blocks, kBlockThreads, 0, 0>>>(logits, labels, grad_logits, rows, classes,
-                                                                  grad_scale, block_totals, counter, totals);
+    auto* block_totals = scratch.reduction_partials.get<LossTotals>(blocks * sizeof(LossTotals), cuda);
+    auto* counter = scratch.block_counters.get<unsigned int>(sizeof(unsigned int), cuda);
+    auto* totals = scratch.reduction_results.get<LossTotals>(sizeof(LossTotals), cuda);
+    softmax_cross_entropy_kernel<<<blocks, kBlockThreads, 0, cuda>>>(logits, labels, grad_logits, rows, classes,
+                                                                     grad_scale, block_totals, counter, totals);
     CUDA_CHECK(cudaGetLastError());
-    CUDA_CHECK(cudaMemcpy(&host_totals, totals, sizeof(LossTotals), cudaMemcpyDeviceToHost));
+    host_totals = host_value(cuda, totals);
   }
   *loss_sum = host_totals.loss_sum;
   *correct = host_totals.correct;

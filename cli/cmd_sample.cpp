@@ -1,0 +1,144 @@
+// trainctl sample RUN_OR_CKPT --prompt TEXT: continues the prompt with a checkpoint's language
+// model on the CPU and prints the prompt followed by the generated text. The tokenizer is
+// byte-level (token = byte value), as `trainctl data tokenize` writes. Temperature 0 is greedy
+// decoding (argmax, ties to the lowest token id); otherwise tokens are drawn from
+// softmax(logits / temperature), optionally over the top_k most likely, with common/rng.h from
+// --seed, so a sample is reproducible.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "bad_input.h"
+#include "commands.h"
+#include "errors.h"
+#include "registry.h"
+#include "rng.h"
+#include "stored_checkpoint.h"
+
+namespace trainctl {
+
+namespace {
+
+constexpr int64_t kByteTokens = 256;
+
+struct SampleOptions {
+  std::string path, prompt;
+  int64_t tokens = 200;
+  double temperature = 1.0;
+  int64_t top_k = 0;  // 0: every token
+  uint64_t seed = 0;
+};
+
+void load_parameters(Model& model, const StoredCheckpoint& stored) {
+  for (const ParameterSlice& slice : model.parameter_layout()) {
+    const auto tensor = std::find_if(stored.checkpoint.model.begin(), stored.checkpoint.model.end(),
+                                     [&slice](const Tensor& candidate) { return candidate.name == slice.name; });
+    if (tensor == stored.checkpoint.model.end())
+      throw BadInput(fmt::format("checkpoint {} has no tensor {}, which its model.kind = {} needs", stored.path,
+                                 slice.name, stored.model.kind()));
+    if (tensor->shape != slice.shape)
+      throw BadInput(fmt::format("checkpoint {} holds {} [{}] but its config's model needs [{}]", stored.path,
+                                 slice.name, fmt::join(tensor->shape, ", "), fmt::join(slice.shape, ", ")));
+    model.device().memory.upload(Stream{}, model.parameters() + slice.offset, tensor->values.data(),
+                                 tensor->values.size() * sizeof(float));
+  }
+}
+
+std::unique_ptr<LanguageModel> load_language_model(const StoredCheckpoint& stored) {
+  std::unique_ptr<Model> model = build_model(stored.model, cpu_device(), ModelOptions{});
+  auto* language_model = dynamic_cast<LanguageModel*>(model.get());
+  if (language_model == nullptr)
+    throw BadInput(fmt::format("{} holds model.kind = {}; sample needs a language model", stored.path,
+                               stored.model.kind()));
+  load_parameters(*model, stored);
+  model.release();
+  return std::unique_ptr<LanguageModel>(language_model);
+}
+
+// The next token among ids [0, vocab).
+int32_t choose_token(const float* logits, int32_t vocab, const SampleOptions& options, Rng& rng) {
+  if (options.temperature == 0.0) {
+    int32_t best = 0;
+    for (int32_t id = 1; id < vocab; ++id)
+      if (logits[id] > logits[best]) best = id;
+    return best;
+  }
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  if (options.top_k > 0 && options.top_k < vocab) {
+    // The k largest logits, ties to the lower id; then back in id order, which the draw walks.
+    std::nth_element(ids.begin(), ids.begin() + options.top_k, ids.end(), [logits](int32_t a, int32_t b) {
+      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+    });
+    ids.resize(static_cast<size_t>(options.top_k));
+    std::sort(ids.begin(), ids.end());
+  }
+  const float max_logit = logits[*std::max_element(ids.begin(), ids.end(), [logits](int32_t a, int32_t b) {
+    return logits[a] < logits[b];
+  })];
+  std::vector<double> weights;
+  for (int32_t id : ids) weights.push_back(std::exp((static_cast<double>(logits[id]) - max_logit) / options.temperature));
+  const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
+  const double draw = rng.unit() * total;
+  double cumulative = 0.0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    cumulative += weights[i];
+    if (draw < cumulative) return ids[i];
+  }
+  return ids.back();  // the draw fell in the rounding of the sum
+}
+
+void sample(const SampleOptions& options) {
+  if (options.prompt.empty()) throw UsageError("--prompt is empty: sample continues a prompt of at least one byte");
+  const StoredCheckpoint stored = load_stored_checkpoint(options.path);
+  const std::unique_ptr<LanguageModel> model = load_language_model(stored);
+
+  std::vector<int32_t> tokens;
+  for (char byte : options.prompt) {
+    const auto token = static_cast<int32_t>(static_cast<unsigned char>(byte));
+    if (token >= model->vocab_size())
+      throw UsageError(fmt::format("--prompt byte {} is not a token of the model in {} (vocab_size = {})", token,
+                                   stored.path, model->vocab_size()));
+    tokens.push_back(token);
+  }
+  // Only byte tokens can be printed: a larger vocabulary is decoded over its first 256 ids.
+  const auto candidates = static_cast<int32_t>(std::min(model->vocab_size(), kByteTokens));
+  Rng rng(options.seed, kSampleStream);
+  std::vector<float> logits(static_cast<size_t>(model->vocab_size()));
+  fmt::print("{}", options.prompt);
+  for (int64_t i = 0; i < options.tokens; ++i) {
+    const int64_t length = std::min<int64_t>(static_cast<int64_t>(tokens.size()), model->context_size());
+    model->next_token_logits(tokens.data() + tokens.size() - length, length, logits.data());
+    const int32_t token = choose_token(logits.data(), candidates, options, rng);
+    tokens.push_back(token);
+    std::fputc(token, stdout);
+    std::fflush(stdout);
+  }
+  fmt::print("\n");
+}
+
+}  // namespace
+
+void add_sample_command(CLI::App& app) {
+  auto* command = app.add_subcommand("sample", "continue a prompt with a checkpoint's language model (CPU)");
+  auto options = std::make_shared<SampleOptions>();
+  command->add_option("path", options->path, "checkpoint file, or a run directory for its newest valid one")
+      ->required();
+  command->add_option("--prompt", options->prompt, "text to continue (its bytes are the tokens)")->required();
+  command->add_option("--tokens", options->tokens, "tokens to generate")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  command->add_option("--temperature", options->temperature, "softmax temperature; 0 is greedy")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  command->add_option("--top-k", options->top_k, "draw only among the K most likely tokens")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  command->add_option("--seed", options->seed, "seed of the draws")->capture_default_str();
+  command->callback([options] { sample(*options); });
+}
+
+}  // namespace trainctl

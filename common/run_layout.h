@@ -1,0 +1,82 @@
+// The run directory's layout, defined once for the three programs that share it: the CLI
+// (cli/run_dir.h), the batch script (slurm/render.cpp, which takes its file names from here)
+// and the runtime.
+//   config.toml      the resolved config the runtime trains from
+//   job.sbatch       the batch script that was submitted
+//   job_id           SLURM's job id (absent for `trainctl run`)
+//   logs/            slurm-<job id>.out, one file across requeues (--open-mode=append)
+//   checkpoints/     step-N.h5 and step-N.json (docs/checkpoint-format.md)
+//   metrics.jsonl    one JSON object per logged step, eval and event
+//   progress.step    the step a resume starts from (written at every checkpoint)
+//   completed.step   the final step, written by the runtime when training is done
+//   requeue.stalls   the batch script's count of requeues without progress
+//   requeue.count    the batch script's count of requeues (SLURM_RESTART_COUNT) of this submission
+//   job.outcome      the batch script's final word: completed, failed: ..., stopped: ...
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace trainctl {
+
+namespace run_file {
+inline constexpr std::string_view kConfig = "config.toml";
+inline constexpr std::string_view kScript = "job.sbatch";
+inline constexpr std::string_view kJobId = "job_id";
+inline constexpr std::string_view kLogs = "logs";
+inline constexpr std::string_view kCheckpoints = "checkpoints";
+inline constexpr std::string_view kMetrics = "metrics.jsonl";
+inline constexpr std::string_view kProgress = "progress.step";
+inline constexpr std::string_view kCompleted = "completed.step";
+inline constexpr std::string_view kRequeueStalls = "requeue.stalls";
+inline constexpr std::string_view kRequeueCount = "requeue.count";
+inline constexpr std::string_view kOutcome = "job.outcome";
+// A job's log in logs/ is <prefix><job id><suffix>.
+inline constexpr std::string_view kLogPrefix = "slurm-";
+inline constexpr std::string_view kLogSuffix = ".out";
+
+// The batch script writes these names inside double quotes, where only '$', '`', '"' and '\'
+// are special: plain names keep them literal.
+constexpr bool is_plain(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-';
+  });
+}
+static_assert(is_plain(kConfig) && is_plain(kScript) && is_plain(kJobId) && is_plain(kLogs) &&
+              is_plain(kCheckpoints) && is_plain(kMetrics) && is_plain(kProgress) && is_plain(kCompleted) &&
+              is_plain(kRequeueStalls) && is_plain(kRequeueCount) && is_plain(kOutcome) && is_plain(kLogPrefix) &&
+              is_plain(kLogSuffix));
+}  // namespace run_file
+
+// The paths of a run directory's files. The path is taken as given: the batch script renders
+// its file variables from RunLayout("$run_dir").
+class RunLayout {
+ public:
+  explicit RunLayout(std::string path) : path_(std::move(path)) {}
+
+  const std::string& path() const { return path_; }
+  std::string config() const { return file(run_file::kConfig); }
+  std::string script() const { return file(run_file::kScript); }
+  std::string job_id_file() const { return file(run_file::kJobId); }
+  std::string logs() const { return file(run_file::kLogs); }
+  std::string log(std::string_view job_id) const {
+    return logs() + "/" + std::string(run_file::kLogPrefix) + std::string(job_id) + std::string(run_file::kLogSuffix);
+  }
+  std::string checkpoints() const { return file(run_file::kCheckpoints); }
+  std::string metrics() const { return file(run_file::kMetrics); }
+  std::string progress() const { return file(run_file::kProgress); }
+  std::string completed() const { return file(run_file::kCompleted); }
+  std::string requeue_stalls() const { return file(run_file::kRequeueStalls); }
+  std::string requeue_count() const { return file(run_file::kRequeueCount); }
+  std::string outcome() const { return file(run_file::kOutcome); }
+
+ private:
+  std::string file(std::string_view name) const { return path_ + "/" + std::string(name); }
+
+  std::string path_;
+};
+
+}  // namespace trainctl

@@ -1,0 +1,91 @@
+// llm.c's token file format: see token_file.h.
+#include "token_file.h"
+
+#include <glob.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "atomic_file.h"
+#include "batch.h"
+
+namespace trainctl {
+
+// The header and the tokens are read and written as the host's own integers.
+static_assert(std::endian::native == std::endian::little, "token files are little-endian");
+
+namespace {
+
+constexpr int64_t kHeaderBytes = kTokenFileHeaderInts * static_cast<int64_t>(sizeof(int32_t));
+
+int64_t file_size_of(const std::string& path) {
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (error) throw DataError(fmt::format("cannot read token file {}: {}", path, error.message()));
+  return static_cast<int64_t>(size);
+}
+
+}  // namespace
+
+std::vector<std::string> token_file_paths(const std::string& pattern) {
+  if (pattern.find_first_of("*?[") == std::string::npos) return {pattern};
+  glob_t found{};
+  const int result = glob(pattern.c_str(), GLOB_NOSORT, nullptr, &found);
+  std::vector<std::string> paths(found.gl_pathv, found.gl_pathv + found.gl_pathc);
+  globfree(&found);
+  if (result == GLOB_NOMATCH) throw DataError(fmt::format("no file matches {}", pattern));
+  if (result != 0) throw DataError(fmt::format("cannot list the files that match {}", pattern));
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+std::vector<uint16_t> read_token_file(const std::string& path, int64_t vocab_size) {
+  const int64_t size = file_size_of(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError(fmt::format("cannot read token file {}: {}", path, std::strerror(errno)));
+  if (size < kHeaderBytes)
+    throw DataError(fmt::format("{}: {} bytes, shorter than the {}-byte header of a token file", path, size,
+                                kHeaderBytes));
+  std::array<int32_t, kTokenFileHeaderInts> header{};
+  in.read(reinterpret_cast<char*>(header.data()), kHeaderBytes);
+  if (header[0] != kTokenFileMagic)
+    throw DataError(fmt::format("{}: not a token file: magic number {}, expected {}", path, header[0], kTokenFileMagic));
+  if (header[1] != kTokenFileVersion)
+    throw DataError(fmt::format("{}: token file version {}, expected {}", path, header[1], kTokenFileVersion));
+  const int64_t count = header[2];
+  const int64_t expected_size = kHeaderBytes + count * static_cast<int64_t>(sizeof(uint16_t));
+  if (count < 0 || size != expected_size)
+    throw DataError(fmt::format("{}: file size {} bytes does not match the header's token count {} ({} bytes)", path,
+                                size, count, expected_size));
+
+  std::vector<uint16_t> tokens(static_cast<size_t>(count));
+  in.read(reinterpret_cast<char*>(tokens.data()), count * static_cast<int64_t>(sizeof(uint16_t)));
+  if (!in) throw DataError(fmt::format("cannot read token file {}: {}", path, std::strerror(errno)));
+  const auto too_large = std::find_if(tokens.begin(), tokens.end(), [&](uint16_t token) { return token >= vocab_size; });
+  if (too_large != tokens.end())
+    throw DataError(fmt::format("{}: token {} at position {} is not below model.vocab_size = {}", path, *too_large,
+                                too_large - tokens.begin(), vocab_size));
+  return tokens;
+}
+
+void write_token_file(const std::string& path, std::span<const uint16_t> tokens) {
+  if (tokens.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+    throw DataError(fmt::format("{}: {} tokens do not fit one token file (its count is an int32)", path, tokens.size()));
+  std::array<int32_t, kTokenFileHeaderInts> header{};
+  header[0] = kTokenFileMagic;
+  header[1] = kTokenFileVersion;
+  header[2] = static_cast<int32_t>(tokens.size());
+  std::string bytes(reinterpret_cast<const char*>(header.data()), kHeaderBytes);
+  bytes.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(uint16_t));
+  write_file_atomically(path, bytes);
+}
+
+}  // namespace trainctl

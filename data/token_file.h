@@ -1,0 +1,29 @@
+// llm.c's token file format, which its and nanoGPT-style tokenizer scripts write: a header of
+// 256 little-endian int32 ([0] magic 20240520, [1] version 1, [2] token count, the rest zero),
+// then `count` uint16 tokens. A dataset is one such file or a glob of shards.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace trainctl {
+
+constexpr int32_t kTokenFileMagic = 20240520;
+constexpr int32_t kTokenFileVersion = 1;
+constexpr int64_t kTokenFileHeaderInts = 256;
+
+// The files `pattern` names, by glob(3), in byte order of their paths (the same on every rank
+// whatever the locale). A pattern without wildcards names its one file. Throws DataError when
+// nothing matches.
+std::vector<std::string> token_file_paths(const std::string& pattern);
+
+// Reads and checks one token file: magic, version, the file size against the header's count,
+// and every token < vocab_size. Throws DataError naming the file and the problem.
+std::vector<uint16_t> read_token_file(const std::string& path, int64_t vocab_size);
+
+// Writes `tokens` with their header, atomically (atomic_file.h).
+void write_token_file(const std::string& path, std::span<const uint16_t> tokens);
+
+}  // namespace trainctl

@@ -1,0 +1,139 @@
+// The CPU's attention family: causal multi-head self-attention, forward and backward, one
+// (batch, head) at a time. The GEMMs run on OpenBLAS straight on the strided q, k and v columns
+// of qkv (row stride 3C); the seq x seq scores live only in a thread_local scratch reused from
+// head to head, small enough to stay in cache, and backward recomputes the probabilities from
+// the scores and the saved log-sum-exp.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "cpu_ops.h"
+
+namespace trainctl::cpu {
+
+namespace {
+
+// One head's view of the attention tensors.
+struct Head {
+  int64_t seq, channels, size;
+  float scale;  // 1 / sqrt(size)
+  int64_t qkv_offset;  // of q's columns in qkv; k and v follow at + channels and + 2 channels
+  int64_t out_offset;  // of the head's columns in out
+  int64_t qkv_ld() const { return 3 * channels; }
+};
+
+Head head_at(int64_t b, int64_t h, int64_t seq, int64_t channels, int64_t heads) {
+  const int64_t size = channels / heads;
+  return {seq, channels, size, 1.0f / std::sqrt(static_cast<float>(size)), b * seq * 3 * channels + h * size,
+          b * seq * channels + h * size};
+}
+
+// scores[i, j] = scale * q_i . k_j for all i, j (the masked half too: one dense GEMM is faster
+// than the triangle piecewise).
+void scaled_scores(float* scores, const float* q, const float* k, const Head& head) {
+  gemm({}, Gemm{.transpose_b = true, .m = head.seq, .n = head.seq, .k = head.size, .alpha = head.scale, .a = q,
+                .lda = head.qkv_ld(), .b = k, .ldb = head.qkv_ld(), .c = scores, .ldc = head.seq});
+}
+
+// Row i of a seq x seq matrix keeps columns [0, i]; the masked rest becomes zero.
+void zero_masked(float* row, int64_t i, int64_t seq) { std::fill(row + i + 1, row + seq, 0.0f); }
+
+// The row's scores [0, length) in place -> softmax, as PyTorch computes it: exp(s - max) times
+// 1 / sum. Returns the log-sum-exp, max + log(sum).
+float softmax_row(float* __restrict row, int64_t length) {
+  const float max = lane_reduce(
+      length, -std::numeric_limits<float>::infinity(), [&](int64_t j) { return row[j]; },
+      [](float a, float b) { return a > b ? a : b; });
+  for (int64_t j = 0; j < length; ++j) row[j] = expf(row[j] - max);
+  const float sum = lane_sum<float>(length, [&](int64_t j) { return row[j]; });
+  const float inverse_sum = 1.0f / sum;
+  for (int64_t j = 0; j < length; ++j) row[j] *= inverse_sum;
+  return max + std::log(sum);
+}
+
+// The row's scores [0, length) in place -> the probabilities exp(s - lse): the forward's
+// softmax to within rounding, without its max and sum.
+void probabilities_row(float* __restrict row, int64_t length, float lse) {
+  for (int64_t j = 0; j < length; ++j) row[j] = expf(row[j] - lse);
+}
+
+// The row's grad_probabilities [0, length) in place -> grad_scores = P * (grad_P - D).
+void grad_scores_row(float* __restrict grad_row, const float* __restrict probabilities, int64_t length,
+                     float row_dot) {
+  for (int64_t j = 0; j < length; ++j) grad_row[j] = probabilities[j] * (grad_row[j] - row_dot);
+}
+
+// A thread's seq x seq scratch matrix, grown as needed and kept.
+float* scratch(std::vector<float>& matrix, int64_t seq) {
+  matrix.resize(static_cast<size_t>(seq * seq));
+  return matrix.data();
+}
+
+}  // namespace
+
+void attention_forward(Stream, float* out, float* lse, const float* qkv, int64_t batch, int64_t seq,
+                       int64_t channels, int64_t heads) {
+  thread_local std::vector<float> probabilities_scratch;
+  float* probabilities = scratch(probabilities_scratch, seq);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      const Head head = head_at(b, h, seq, channels, heads);
+      const float* q = qkv + head.qkv_offset;
+      scaled_scores(probabilities, q, q + channels, head);
+      float* head_lse = lse + (b * heads + h) * seq;
+      for (int64_t i = 0; i < seq; ++i) {
+        head_lse[i] = softmax_row(probabilities + i * seq, i + 1);
+        zero_masked(probabilities + i * seq, i, seq);
+      }
+      gemm({}, Gemm{.m = seq, .n = head.size, .k = seq, .a = probabilities, .lda = seq, .b = q + 2 * channels,
+                    .ldb = head.qkv_ld(), .c = out + head.out_offset, .ldc = channels});
+    }
+}
+
+// Per head, with P the probabilities, O = P V and dO = grad_out:
+//   dV = P^T dO; dP = dO V^T; D_i = rowsum(dO_i * O_i); dS = P * (dP - D_i);
+//   dQ = dS K * scale; dK = dS^T Q * scale.
+void attention_backward(Stream, float* grad_qkv, const float* grad_out, const float* qkv, const float* out,
+                        const float* lse, int64_t batch, int64_t seq, int64_t channels, int64_t heads) {
+  thread_local std::vector<float> probabilities_scratch, grad_scores_scratch;
+  float* probabilities = scratch(probabilities_scratch, seq);
+  float* grad_scores = scratch(grad_scores_scratch, seq);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      const Head head = head_at(b, h, seq, channels, heads);
+      const int64_t ld = head.qkv_ld();
+      const float* q = qkv + head.qkv_offset;
+      const float* k = q + channels;
+      const float* v = q + 2 * channels;
+      float* grad_q = grad_qkv + head.qkv_offset;
+      float* grad_k = grad_q + channels;
+      float* grad_v = grad_q + 2 * channels;
+      const float* o = out + head.out_offset;
+      const float* grad_o = grad_out + head.out_offset;
+      const float* head_lse = lse + (b * heads + h) * seq;
+
+      scaled_scores(probabilities, q, k, head);
+      for (int64_t i = 0; i < seq; ++i) {
+        probabilities_row(probabilities + i * seq, i + 1, head_lse[i]);
+        zero_masked(probabilities + i * seq, i, seq);
+      }
+      gemm({}, Gemm{.transpose_a = true, .m = seq, .n = head.size, .k = seq, .a = probabilities, .lda = seq,
+                    .b = grad_o, .ldb = channels, .c = grad_v, .ldc = ld});
+      gemm({}, Gemm{.transpose_b = true, .m = seq, .n = seq, .k = head.size, .a = grad_o, .lda = channels, .b = v,
+                    .ldb = ld, .c = grad_scores, .ldc = seq});
+      for (int64_t i = 0; i < seq; ++i) {
+        const float* grad_o_row = grad_o + i * channels;
+        const float* o_row = o + i * channels;
+        const float row_dot = lane_sum<float>(head.size, [&](int64_t c) { return grad_o_row[c] * o_row[c]; });
+        grad_scores_row(grad_scores + i * seq, probabilities + i * seq, i + 1, row_dot);
+        zero_masked(grad_scores + i * seq, i, seq);
+      }
+      gemm({}, Gemm{.m = seq, .n = head.size, .k = seq, .alpha = head.scale, .a = grad_scores, .lda = seq, .b = k,
+                    .ldb = ld, .c = grad_q, .ldc = ld});
+      gemm({}, Gemm{.transpose_a = true, .m = seq, .n = head.size, .k = seq, .alpha = head.scale, .a = grad_scores,
+                    .lda = seq, .b = q, .ldb = ld, .c = grad_k, .ldc = ld});
+    }
+}
+
+}  // namespace trainctl::cpu

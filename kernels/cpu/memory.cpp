@@ -1,0 +1,87 @@
+// The CPU's memory family: host memory is device memory, so copies are memcpy and binding and
+// pinning do nothing; peak_flops estimates the dense fp32 FMA peak from /proc/cpuinfo.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "cpu_ops.h"
+
+namespace trainctl::cpu {
+
+namespace {
+
+// The threads OpenBLAS computes with, as it decides: OPENBLAS_NUM_THREADS, else
+// OMP_NUM_THREADS, else 1 (what the runtime sets for one rank per core).
+int blas_threads() {
+  for (const char* variable : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}) {
+    const char* value = std::getenv(variable);
+    if (value == nullptr) continue;
+    const int threads = std::atoi(value);
+    if (threads > 0) return threads;
+  }
+  return 1;
+}
+
+// Single-precision FLOPs per cycle of one core: two FMA pipes of 8 (AVX2) or 16 (AVX-512)
+// lanes, each FMA two FLOPs; without them, a conservative 8.
+double flops_per_cycle(const std::set<std::string>& flags) {
+  if (flags.contains("avx512f")) return 64.0;
+  if (flags.contains("avx2") && flags.contains("fma")) return 32.0;
+  return 8.0;
+}
+
+// threads x clock x FLOPs per cycle, from the first processor's "cpu MHz" and "flags" lines;
+// 0 when /proc/cpuinfo does not say (another OS, an architecture that reports no clock).
+double estimate_peak_flops() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  double megahertz = 0.0;
+  std::set<std::string> flags;
+  std::string line;
+  while (std::getline(cpuinfo, line) && (megahertz == 0.0 || flags.empty())) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    std::istringstream value(line.substr(colon + 1));
+    if (key == "cpu MHz" && megahertz == 0.0) {
+      value >> megahertz;
+    } else if (key == "flags" && flags.empty()) {
+      for (std::string flag; value >> flag;) flags.insert(flag);
+    }
+  }
+  return blas_threads() * megahertz * 1e6 * flops_per_cycle(flags);
+}
+
+}  // namespace
+
+void bind_local(int, int) {}
+
+void* alloc(size_t bytes) {
+  // 64-byte alignment keeps OpenBLAS on its aligned paths; aligned_alloc needs a multiple of it.
+  void* pointer = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
+  if (pointer == nullptr) throw std::bad_alloc();
+  return pointer;
+}
+
+void release(void* pointer) { std::free(pointer); }
+
+void copy(Stream, void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+
+void fill_zero(Stream, float* x, int64_t n) { std::fill(x, x + n, 0.0f); }
+
+void pin_host(void*, size_t) {}
+void unpin_host(void*) {}
+
+// An estimate of the dense fp32 FMA peak of the threads this rank computes with (the clock
+// read is the current one, not a turbo maximum). bf16 is the same: the CPU's bf16 GEMM rounds
+// its operands and multiplies in fp32, using no bf16 units.
+double peak_flops(bool) {
+  static const double peak = estimate_peak_flops();
+  return peak;
+}
+
+}  // namespace trainctl::cpu

@@ -1,0 +1,127 @@
+// The CUDA memory family: binding a rank to its GPU, device memory, copies ordered on a stream,
+// page-locked host memory, and the GPU's peak FLOP/s from a table of known products.
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "cuda/cuda_check.h"
+#include "cuda/cuda_ops.h"
+
+namespace trainctl::cuda_kernels {
+
+namespace {
+
+std::string visible_devices() {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  return visible != nullptr ? fmt::format("CUDA_VISIBLE_DEVICES=\"{}\"", visible) : "CUDA_VISIBLE_DEVICES unset";
+}
+
+// Peaks from NVIDIA's datasheets: dense (not 2:4 sparse) tensor-core bf16, and fp32 without
+// TF32 (what gemm computes, CUBLAS_COMPUTE_32F); by compute capability and a part of the name the
+// GPU reports (the capability keeps "A100" from matching an RTX A1000). The first matching row
+// decides. This is a table of products, not a measurement: a GPU it does not list gives 0
+// (unknown). The PCIe and NVL Hopper boards run at lower clocks than the SXM ones, so they must
+// not match the SXM rows.
+struct PeakFlops {
+  int major, minor;
+  std::string_view name_part;
+  double bf16, fp32;
+};
+constexpr PeakFlops kPeakFlops[] = {
+    {9, 0, "H100 PCIe", 0.0, 0.0},
+    {9, 0, "H100 NVL", 0.0, 0.0},
+    {9, 0, "H200 NVL", 0.0, 0.0},
+    {9, 0, "H100", 989e12, 67e12},    // SXM5
+    {9, 0, "H200", 989e12, 67e12},    // SXM5
+    {8, 0, "A100", 312e12, 19.5e12},  // SXM4 and PCIe alike
+};
+
+}  // namespace
+
+void bind_local(int local_rank, int local_size) {
+  int count = 0;
+  // Not CUDA_CHECK: no usable GPU is a fact about this machine (DeviceUnavailable, bad input for
+  // the run), not a failed call.
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess)
+    throw DeviceUnavailable(fmt::format("no usable CUDA device: cudaGetDeviceCount failed with {} ({}); {}",
+                                        cudaGetErrorName(status), cudaGetErrorString(status), visible_devices()));
+  if (count == 0) throw DeviceUnavailable(fmt::format("no CUDA device visible; {}", visible_devices()));
+  if (count < local_size)
+    throw DeviceUnavailable(fmt::format("{} ranks on this node but only {} GPUs visible ({}); each rank needs a GPU",
+                                        local_size, count, visible_devices()));
+  CUDA_CHECK(cudaSetDevice(local_rank));
+}
+
+void* alloc(size_t bytes) {
+  void* pointer = nullptr;
+  CUDA_CHECK(cudaMalloc(&pointer, bytes));
+  return pointer;
+}
+
+// release and unpin_host run in destructors, also while a CheckFailure unwinds the stack. After a
+// device fault every later call fails too; reporting that again would throw out of a destructor
+// during unwinding and terminate before the first failure is reported, so it is dropped there.
+void release(void* pointer) {
+  if (std::uncaught_exceptions() > 0) {
+    static_cast<void>(cudaFree(pointer));
+    return;
+  }
+  CUDA_CHECK(cudaFree(pointer));
+}
+
+// cudaMemcpyDefault: unified addressing tells host from device memory, pageable or pinned. The
+// wait is needed either way: from pageable memory cudaMemcpyAsync returns once the data is
+// staged, before it reaches the device, and the caller may reuse its buffer at once.
+void copy_and_wait(cudaStream_t stream, void* dst, const void* src, size_t bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void upload(Stream stream, void* device_dst, const void* host_src, size_t bytes) {
+  copy_and_wait(cuda_stream(stream), device_dst, host_src, bytes);
+}
+
+void download(Stream stream, void* host_dst, const void* device_src, size_t bytes) {
+  copy_and_wait(cuda_stream(stream), host_dst, device_src, bytes);
+}
+
+// Device to device: ordered on the stream like a kernel, and like one not waited for.
+void copy(Stream stream, void* device_dst, const void* device_src, size_t bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(device_dst, device_src, bytes, cudaMemcpyDeviceToDevice, cuda_stream(stream)));
+}
+
+// All-zero bytes are 0.0f.
+void fill_zero(Stream stream, float* x, int64_t n) {
+  CUDA_CHECK(cudaMemsetAsync(x, 0, static_cast<size_t>(n) * sizeof(float), cuda_stream(stream)));
+}
+
+void pin_host(void* host, size_t bytes) { CUDA_CHECK(cudaHostRegister(host, bytes, cudaHostRegisterDefault)); }
+
+void unpin_host(void* host) {
+  if (std::uncaught_exceptions() > 0) {
+    static_cast<void>(cudaHostUnregister(host));
+    return;
+  }
+  CUDA_CHECK(cudaHostUnregister(host));
+}
+
+double peak_flops(bool bf16) {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp properties{};
+  CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+  const std::string_view name = properties.name;
+  for (const PeakFlops& row : kPeakFlops)
+    if (properties.major == row.major && properties.minor == row.minor &&
+        name.find(row.name_part) != std::string_view::npos)
+      return bf16 ? row.bf16 : row.fp32;
+  return 0.0;
+}
+
+}  // namespace trainctl::cuda_kernels

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# What the runtime refuses for a gpt2 run, each with exit 2 and a message naming the key and the
+# file: token files that are not llm.c's format or do not fit the model, a checkpoint of another
+# model kind or shape, and a device without the transformer's ops.
+source "$(dirname "$0")/lib.sh"
+make_token_data
+
+expect_exit() {
+  local code=$1 actual=0
+  shift
+  "$@" >out.txt 2>err.txt || actual=$?
+  [ "$actual" -eq "$code" ] || fail "$* exited $actual, expected $code; stderr: $(cat err.txt)"
+}
+expect_message() { grep -qF -- "$1" err.txt || fail "expected \"$1\" in: $(cat err.txt)"; }
+
+gpt2=(model.kind='"gpt2"' job.ranks_per_node=1 train.steps=4 checkpoint.every_steps=2)
+
+# Token files: the runtime names the key, then the file and the problem.
+python3 - <<'PY'
+import struct
+def header(magic=20240520, version=1, count=64):
+    return struct.pack("<256i", magic, version, count, *([0] * 253))
+tokens = struct.pack("<64H", *range(64))
+open("data/bad_magic.bin", "wb").write(header(magic=1234) + tokens)
+open("data/bad_version.bin", "wb").write(header(version=7) + tokens)
+open("data/truncated.bin", "wb").write(header(count=64) + tokens[:100])
+open("data/short.bin", "wb").write(header(count=20) + tokens[:40])
+PY
+for case in bad_magic bad_version truncated short; do
+  write_config "$case.toml" "$case" "${gpt2[@]}" data.train="\"data/$case.bin\""
+  expect_exit 2 "$TRAINCTL" run "$case.toml"
+  expect_message "data.train: "
+  expect_message "$work/data/$case.bin"
+done
+expect_exit 2 "$TRAINCTL" run bad_magic.toml
+expect_message "magic"
+write_config vocab.toml vocab "${gpt2[@]}" model.vocab_size=100
+expect_exit 2 "$TRAINCTL" run vocab.toml
+expect_message "data.train: "
+expect_message "model.vocab_size"
+
+# A checkpoint of another model kind, then of another shape, in the run directory resumed.
+write_config mlp.toml resumed job.ranks_per_node=1 train.steps=2 checkpoint.every_steps=2
+make_data
+"$TRAINCTL" run mlp.toml >/dev/null
+write_config gpt2.toml resumed "${gpt2[@]}"
+expect_exit 2 "$TRAINCTL" run gpt2.toml --resume
+expect_message "checkpoint $work/runs/resumed/checkpoints/step-00000002.h5 holds a model of kind \"mlp\" but the config's model.kind is \"gpt2\""
+
+write_config narrow.toml shaped "${gpt2[@]}"
+"$TRAINCTL" run narrow.toml >/dev/null
+write_config wide.toml shaped "${gpt2[@]}" model.n_embd=64
+expect_exit 2 "$TRAINCTL" run wide.toml --resume
+expect_message "checkpoint $work/runs/shaped/checkpoints/step-00000004.h5 does not fit the config's model: it has transformer.wte.weight [256, 32], the config needs transformer.wte.weight [256, 64]"
+
+# The CUDA table has no transformer ops yet; a build without CUDA has no CUDA table at all.
+write_config cuda.toml cuda "${gpt2[@]}" train.device='"cuda"' job.gpus_per_node=1
+expect_exit 2 "$TRAINCTL" run cuda.toml
+grep -qE 'model.kind = "gpt2" needs the norm, embedding, attention ops, which device "cuda" does not have yet|train.device = "cuda": this trainctl-runtime was built without it' err.txt ||
+  fail "unexpected message: $(cat err.txt)"
+echo "PASS"

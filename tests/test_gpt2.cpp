@@ -1,0 +1,325 @@
+// Tests for GPT-2 (models/gpt2.cpp) on the CPU reference ops, with a tiny model (2 layers, 2
+// heads, 8 wide, context 5, vocabulary 11, batches of 2): the gradient of every parameter
+// against central finite differences of the mean loss; the GPT2LMHeadModel state_dict layout
+// and its weight-decay groups; the layer_done slices (ln_f first, each block, wte and wpe last,
+// every parameter once); activation recompute giving bitwise-equal gradients with less memory;
+// bf16 GEMMs near but not equal to fp32; next_token_logits against evaluate's token losses; and
+// GPT-2's deterministic init.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "device.h"
+#include "gpt2.h"
+#include "rng.h"
+
+using trainctl::Gpt2;
+using trainctl::ModelOptions;
+using trainctl::ParameterSlice;
+
+namespace {
+
+const trainctl::Device& cpu() { return trainctl::cpu_device(); }
+
+constexpr int64_t kLayers = 2, kHeads = 2, kChannels = 8, kContext = 5, kVocab = 11, kExamples = 2;
+
+trainctl::Gpt2Spec tiny_spec() {
+  trainctl::Gpt2Spec spec;
+  spec.n_layer = kLayers;
+  spec.n_head = kHeads;
+  spec.n_embd = kChannels;
+  spec.block_size = kContext;
+  spec.vocab_size = kVocab;
+  return spec;
+}
+
+Gpt2 tiny_model(ModelOptions options = {}) {
+  options.max_examples = kExamples;
+  return Gpt2(tiny_spec(), cpu(), options);
+}
+
+// Random tokens and targets, int32 [examples, block_size], as data/token_source.h gives them.
+trainctl::Batch token_batch(int64_t examples, uint64_t seed) {
+  trainctl::Rng rng(seed, trainctl::kSyntheticDataStream);
+  trainctl::Batch batch;
+  batch.examples = examples;
+  for (const char* name : {"tokens", "targets"}) {
+    int32_t* values = batch.ints(name, {examples, kContext});
+    for (int64_t i = 0; i < examples * kContext; ++i) values[i] = static_cast<int32_t>(rng.below(kVocab));
+  }
+  return batch;
+}
+
+std::vector<float> download(const float* device_values, int64_t count) {
+  std::vector<float> host(static_cast<size_t>(count));
+  cpu().memory.download(trainctl::Stream{}, host.data(), device_values, host.size() * sizeof(float));
+  return host;
+}
+
+void upload(Gpt2& model, const std::vector<float>& values) {
+  cpu().memory.upload(trainctl::Stream{}, model.parameters(), values.data(), values.size() * sizeof(float));
+}
+
+const ParameterSlice& slice_named(const Gpt2& model, const std::string& name) {
+  for (const ParameterSlice& slice : model.parameter_layout())
+    if (slice.name == name) return slice;
+  FAIL("no slice named ", name);
+  return model.parameter_layout().front();
+}
+
+const ParameterSlice& slice_holding(const Gpt2& model, int64_t index) {
+  for (const ParameterSlice& slice : model.parameter_layout())
+    if (index >= slice.offset && index < slice.offset + slice.count) return slice;
+  FAIL("no slice holds parameter ", index);
+  return model.parameter_layout().front();
+}
+
+// Parameters far from GPT-2's init (weights and biases ~0.3, LayerNorm weights near 1), so that
+// attention is not uniform and every bias and LayerNorm parameter moves the loss.
+std::vector<float> lively_parameters(const Gpt2& model) {
+  trainctl::Rng rng(7, trainctl::kSyntheticDataStream);
+  std::vector<float> values(static_cast<size_t>(model.parameter_count()));
+  for (const ParameterSlice& slice : model.parameter_layout()) {
+    const bool layernorm_weight = slice.name.find(".ln_") != std::string::npos && slice.name.ends_with(".weight");
+    for (int64_t i = 0; i < slice.count; ++i)
+      values[static_cast<size_t>(slice.offset + i)] =
+          static_cast<float>((layernorm_weight ? 1.0 : 0.0) + 0.3 * rng.normal());
+  }
+  return values;
+}
+
+double mean_loss(Gpt2& model, const trainctl::Batch& batch) {
+  return model.evaluate(batch).loss_sum / static_cast<double>(batch.examples * kContext);
+}
+
+}  // namespace
+
+TEST_CASE("gpt2: the gradient of every parameter matches central finite differences of the mean loss") {
+  Gpt2 model = tiny_model();
+  const std::vector<float> original = lively_parameters(model);
+  upload(model, original);
+  const trainctl::Batch batch = token_batch(kExamples, 1);
+  const int64_t tokens = kExamples * kContext;
+
+  model.zero_gradients();
+  model.forward_backward(batch, 1.0f / static_cast<float>(tokens));
+  const std::vector<float> analytic = download(model.gradients(), model.parameter_count());
+
+  // The loss is computed in fp32 (~1e-7 relative): a step of 3e-3 balances rounding noise in the
+  // numeric derivative (~3e-5 at worst) against its truncation error (h^2 f''' / 6, 9x larger
+  // at 1e-2 than here).
+  const float step = 3e-3f;
+  const double absolute_tolerance = 5e-5, relative_tolerance = 5e-3;
+  double worst_ratio = -1.0;
+  int64_t worst_index = 0, failures = 0;
+  double worst_analytic = 0.0, worst_numeric = 0.0;
+  std::vector<float> perturbed = original;
+  for (int64_t i = 0; i < model.parameter_count(); ++i) {
+    const float p = original[static_cast<size_t>(i)];
+    const float up = p + step, down = p - step;
+    perturbed[static_cast<size_t>(i)] = up;
+    upload(model, perturbed);
+    const double plus = mean_loss(model, batch);
+    perturbed[static_cast<size_t>(i)] = down;
+    upload(model, perturbed);
+    const double minus = mean_loss(model, batch);
+    perturbed[static_cast<size_t>(i)] = p;
+    const double numeric = (plus - minus) / (static_cast<double>(up) - static_cast<double>(down));
+    const double gradient = analytic[static_cast<size_t>(i)];
+    const double ratio = std::abs(gradient - numeric) / (absolute_tolerance + relative_tolerance * std::abs(numeric));
+    if (ratio > 1.0) ++failures;
+    if (ratio > worst_ratio) {
+      worst_ratio = ratio;
+      worst_index = i;
+      worst_analytic = gradient;
+      worst_numeric = numeric;
+    }
+  }
+  const ParameterSlice& worst = slice_holding(model, worst_index);
+  MESSAGE(fmt::format("{} parameters checked (tolerance {:g} + {:g} |numeric|, step {:g}); worst: {}[{}] analytic "
+                      "{:.6g} numeric {:.6g} ({:.2f} of tolerance)",
+                      model.parameter_count(), absolute_tolerance, relative_tolerance, step, worst.name,
+                      worst_index - worst.offset, worst_analytic, worst_numeric, worst_ratio));
+  CHECK(failures == 0);
+}
+
+TEST_CASE("gpt2: the layout is GPT2LMHeadModel's state_dict without lm_head, decaying only matrices") {
+  const Gpt2 model = tiny_model();
+  std::vector<std::string> expected_names{"transformer.wte.weight", "transformer.wpe.weight"};
+  for (int block = 0; block < kLayers; ++block)
+    for (const char* tensor : {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+                               "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+                               "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"})
+      expected_names.push_back(fmt::format("transformer.h.{}.{}", block, tensor));
+  expected_names.push_back("transformer.ln_f.weight");
+  expected_names.push_back("transformer.ln_f.bias");
+
+  const auto& layout = model.parameter_layout();
+  REQUIRE(layout.size() == expected_names.size());
+  int64_t offset = 0;
+  for (size_t i = 0; i < layout.size(); ++i) {
+    CAPTURE(layout[i].name);
+    CHECK(layout[i].name == expected_names[i]);
+    CHECK(layout[i].offset == offset);
+    CHECK(layout[i].decay == (layout[i].shape.size() == 2));
+    offset += layout[i].count;
+  }
+  CHECK(offset == model.parameter_count());
+  const int64_t c = kChannels;
+  CHECK(slice_named(model, "transformer.wte.weight").shape == std::vector<int64_t>{kVocab, c});
+  CHECK(slice_named(model, "transformer.wpe.weight").shape == std::vector<int64_t>{kContext, c});
+  CHECK(slice_named(model, "transformer.h.1.attn.c_attn.weight").shape == std::vector<int64_t>{c, 3 * c});
+  CHECK(slice_named(model, "transformer.h.1.attn.c_attn.bias").shape == std::vector<int64_t>{3 * c});
+  CHECK(slice_named(model, "transformer.h.1.attn.c_proj.weight").shape == std::vector<int64_t>{c, c});
+  CHECK(slice_named(model, "transformer.h.1.mlp.c_fc.weight").shape == std::vector<int64_t>{c, 4 * c});
+  CHECK(slice_named(model, "transformer.h.1.mlp.c_fc.bias").shape == std::vector<int64_t>{4 * c});
+  CHECK(slice_named(model, "transformer.h.1.mlp.c_proj.weight").shape == std::vector<int64_t>{4 * c, c});
+  CHECK(slice_named(model, "transformer.ln_f.bias").shape == std::vector<int64_t>{c});
+  // 12 C^2 + 13 C per block, (V + T) C for the embeddings, 2 C for ln_f.
+  CHECK(model.parameter_count() == kLayers * (12 * c * c + 13 * c) + (kVocab + kContext) * c + 2 * c);
+
+  CHECK(model.vocab_size() == kVocab);
+  CHECK(model.context_size() == kContext);
+  CHECK(model.loss_terms_per_example() == kContext);
+  CHECK(std::string(model.term_unit()) == "tokens");
+  const double non_embedding = static_cast<double>(model.parameter_count() - kContext * c);
+  CHECK(model.training_flops_per_term() == 6.0 * non_embedding + 12.0 * kLayers * c * kContext);
+}
+
+TEST_CASE("gpt2: layer_done reports ln_f first, then each block from the last, then wte and wpe, each once") {
+  Gpt2 model = tiny_model();
+  model.init_parameters(3);
+  std::vector<std::pair<int64_t, int64_t>> reports;
+  std::vector<int> times_reported(static_cast<size_t>(model.parameter_count()), 0);
+  model.forward_backward(token_batch(kExamples, 2), 0.1f, [&](int64_t offset, int64_t count) {
+    reports.emplace_back(offset, count);
+    for (int64_t i = offset; i < offset + count; ++i) ++times_reported[static_cast<size_t>(i)];
+  });
+  CHECK(std::all_of(times_reported.begin(), times_reported.end(), [](int times) { return times == 1; }));
+
+  auto span = [&model](const std::string& first, const std::string& last) {
+    const ParameterSlice& from = slice_named(model, first);
+    const ParameterSlice& to = slice_named(model, last);
+    return std::pair<int64_t, int64_t>{from.offset, to.offset + to.count - from.offset};
+  };
+  const std::vector<std::pair<int64_t, int64_t>> expected{
+      span("transformer.ln_f.weight", "transformer.ln_f.bias"),
+      span("transformer.h.1.ln_1.weight", "transformer.h.1.mlp.c_proj.bias"),
+      span("transformer.h.0.ln_1.weight", "transformer.h.0.mlp.c_proj.bias"),
+      span("transformer.wte.weight", "transformer.wpe.weight"),
+  };
+  CHECK(reports == expected);
+}
+
+TEST_CASE("gpt2: activation recompute gives bitwise-equal gradients and loss in less memory") {
+  ModelOptions recompute;
+  recompute.recompute = true;
+  Gpt2 stored = tiny_model();
+  Gpt2 recomputed = tiny_model(recompute);
+  const trainctl::Batch first = token_batch(kExamples, 4), second = token_batch(kExamples, 5);
+  for (Gpt2* model : {&stored, &recomputed}) upload(*model, lively_parameters(*model));
+
+  // Two micro-batches, the second accumulating onto the first.
+  for (const trainctl::Batch* batch : {&first, &second}) {
+    const trainctl::BatchResult a = stored.forward_backward(*batch, 0.05f);
+    const trainctl::BatchResult b = recomputed.forward_backward(*batch, 0.05f);
+    CHECK(a.loss_sum == b.loss_sum);
+    CHECK(a.correct == b.correct);
+  }
+  const std::vector<float> a = download(stored.gradients(), stored.parameter_count());
+  const std::vector<float> b = download(recomputed.gradients(), recomputed.parameter_count());
+  CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+  CHECK(std::any_of(a.begin(), a.end(), [](float g) { return g != 0.0f; }));
+
+  MESSAGE(fmt::format("activation bytes: {} without recompute, {} with it", stored.activation_bytes(),
+                      recomputed.activation_bytes()));
+  CHECK(recomputed.activation_bytes() < stored.activation_bytes());
+}
+
+TEST_CASE("gpt2: bf16 GEMMs give a loss near fp32's but not equal to it") {
+  ModelOptions bf16;
+  bf16.precision = trainctl::Precision::kBf16;
+  Gpt2 fp32_model = tiny_model();
+  Gpt2 bf16_model = tiny_model(bf16);
+  for (Gpt2* model : {&fp32_model, &bf16_model}) upload(*model, lively_parameters(*model));
+  const trainctl::Batch batch = token_batch(kExamples, 6);
+  const double fp32_loss = fp32_model.forward_backward(batch, 1.0f).loss_sum;
+  const double bf16_loss = bf16_model.forward_backward(batch, 1.0f).loss_sum;
+  MESSAGE(fmt::format("loss sum: fp32 {:.9g}, bf16 {:.9g} (relative difference {:.3g})", fp32_loss, bf16_loss,
+                      std::abs(bf16_loss - fp32_loss) / fp32_loss));
+  CHECK(bf16_loss != fp32_loss);
+  CHECK(std::abs(bf16_loss - fp32_loss) <= 1e-2 * fp32_loss);
+}
+
+TEST_CASE("gpt2: next_token_logits of each prefix gives evaluate's token losses and argmax hits") {
+  Gpt2 model = tiny_model();
+  upload(model, lively_parameters(model));
+  const trainctl::Batch batch = token_batch(1, 8);
+  const int32_t* tokens = batch.ints("tokens");
+  const int32_t* targets = batch.ints("targets");
+
+  // The model is causal: the logits at position t depend on tokens [0, t] alone, so the prefix of
+  // length t + 1 predicts target t.
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  std::vector<float> logits(kVocab);
+  for (int64_t length = 1; length <= kContext; ++length) {
+    model.next_token_logits(tokens, length, logits.data());
+    const double max_logit = *std::max_element(logits.begin(), logits.end());
+    double denominator = 0.0;
+    for (float logit : logits) denominator += std::exp(logit - max_logit);
+    const int32_t target = targets[length - 1];
+    loss_sum += std::log(denominator) - (logits[static_cast<size_t>(target)] - max_logit);
+    correct += std::max_element(logits.begin(), logits.end()) - logits.begin() == target;
+  }
+  const trainctl::BatchResult evaluated = model.evaluate(batch);
+  MESSAGE(fmt::format("loss sum from next_token_logits {:.9g}, from evaluate {:.9g}", loss_sum, evaluated.loss_sum));
+  CHECK(std::abs(loss_sum - evaluated.loss_sum) <= 1e-5 * evaluated.loss_sum);
+  CHECK(correct == evaluated.correct);
+}
+
+TEST_CASE("gpt2: init is deterministic and GPT-2's (std 0.02, c_proj scaled, biases 0, LayerNorm 1)") {
+  Gpt2 a = tiny_model(), b = tiny_model(), c = tiny_model();
+  a.init_parameters(11);
+  b.init_parameters(11);
+  c.init_parameters(12);
+  const std::vector<float> first = download(a.parameters(), a.parameter_count());
+  CHECK(first == download(b.parameters(), b.parameter_count()));
+  CHECK(first != download(c.parameters(), c.parameter_count()));
+
+  // The spread of all weights of one kind, pooled.
+  auto std_of = [&](bool residual_projection) {
+    double sum = 0.0, sum_squares = 0.0;
+    int64_t count = 0;
+    for (const ParameterSlice& slice : a.parameter_layout()) {
+      if (slice.shape.size() != 2 || slice.name.ends_with("c_proj.weight") != residual_projection) continue;
+      for (int64_t i = 0; i < slice.count; ++i) {
+        const double value = first[static_cast<size_t>(slice.offset + i)];
+        sum += value;
+        sum_squares += value * value;
+        ++count;
+      }
+    }
+    const double mean = sum / static_cast<double>(count);
+    return std::sqrt(sum_squares / static_cast<double>(count) - mean * mean);
+  };
+  const double weight_std = std_of(false), projection_std = std_of(true);
+  const double expected_projection_std = 0.02 / std::sqrt(2.0 * kLayers);
+  MESSAGE(fmt::format("init std: weights {:.5f} (0.02), residual projections {:.5f} ({:.5f})", weight_std,
+                      projection_std, expected_projection_std));
+  CHECK(std::abs(weight_std - 0.02) < 0.002);
+  CHECK(std::abs(projection_std - expected_projection_std) < 0.1 * expected_projection_std);
+  for (const ParameterSlice& slice : a.parameter_layout()) {
+    if (slice.shape.size() != 1) continue;
+    CAPTURE(slice.name);
+    const float expected = slice.name.ends_with(".weight") ? 1.0f : 0.0f;
+    const auto begin = first.begin() + slice.offset;
+    CHECK(std::all_of(begin, begin + slice.count, [expected](float value) { return value == expected; }));
+  }
+}

@@ -1,0 +1,378 @@
+// Tests for the CPU reference's transformer ops (kernels/cpu/): embedding, LayerNorm, causal
+// attention, tanh GELU (bias_act with kGeluTanh), the residual add, and cross-entropy over a
+// vocabulary of 256 with one row per token. Each forward is compared with a double-precision
+// evaluation of its definition, and each backward with central finite differences of the
+// scalar loss L = sum(out * w) for fixed random weights w (so grad_out = w), the loss summed in
+// double and each input perturbed by +-h in float. Each comparison prints its worst element;
+// tolerances are abs + rel * |reference|. Ops whose gradients accumulate are shown to add to
+// what their outputs held; attention is shown to be causal.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <numbers>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "device.h"
+
+namespace {
+
+using trainctl::Activation;
+
+constexpr trainctl::Stream kStream{};
+// Small shapes: every input element is perturbed, in well under a second.
+constexpr int64_t kBatch = 2, kSeq = 5, kChannels = 8, kHeads = 2, kRows = kBatch * kSeq;
+constexpr float kStep = 1e-2f;
+
+const trainctl::Device& cpu() { return trainctl::cpu_device(); }
+
+std::vector<float> random_values(size_t size, uint32_t seed, float scale = 1.0f, float offset = 0.0f) {
+  std::mt19937 generator(seed);
+  std::uniform_real_distribution<float> uniform(-scale, scale);
+  std::vector<float> values(size);
+  for (float& value : values) value = offset + uniform(generator);
+  return values;
+}
+
+std::vector<int32_t> random_tokens(size_t size, uint32_t seed, int32_t vocab) {
+  std::mt19937 generator(seed);
+  std::uniform_int_distribution<int32_t> uniform(0, vocab - 1);
+  std::vector<int32_t> tokens(size);
+  for (int32_t& token : tokens) token = uniform(generator);
+  return tokens;
+}
+
+double weighted_sum(const std::vector<float>& out, const std::vector<float>& weights) {
+  double sum = 0.0;
+  for (size_t i = 0; i < out.size(); ++i) sum += static_cast<double>(out[i]) * weights[i];
+  return sum;
+}
+
+struct Tolerance {
+  double abs, rel;
+};
+
+// Element by element; prints the worst element, the one furthest over (or nearest to) its
+// tolerance.
+template <typename Actual, typename Expected>
+void check_close(const std::string& what, const std::vector<Actual>& actual, const std::vector<Expected>& expected,
+                 Tolerance tolerance) {
+  REQUIRE(actual.size() == expected.size());
+  size_t worst = 0, over = 0;
+  double worst_ratio = -1.0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double reference = static_cast<double>(expected[i]);
+    const double error = std::abs(static_cast<double>(actual[i]) - reference);
+    const double ratio = error / (tolerance.abs + tolerance.rel * std::abs(reference));
+    if (!(ratio <= 1.0)) ++over;
+    if (!(ratio <= worst_ratio)) {
+      worst_ratio = ratio;
+      worst = i;
+    }
+  }
+  const double reference = static_cast<double>(expected[worst]);
+  const double error = std::abs(static_cast<double>(actual[worst]) - reference);
+  MESSAGE(fmt::format("{}: worst [{}] {:.9g} vs reference {:.9g}: abs {:.3g}, rel {:.3g} ({:.3g} of {:g} + {:g} * "
+                      "|ref|), {} of {} over",
+                      what, worst, static_cast<double>(actual[worst]), reference, error,
+                      reference != 0.0 ? error / std::abs(reference) : 0.0, worst_ratio, tolerance.abs, tolerance.rel,
+                      over, actual.size()));
+  CHECK(over == 0);
+}
+
+// Central differences (L(x + h) - L(x - h)) / (2h) of `loss` in every element of `input`,
+// dividing by the step actually taken in float, against the analytic gradient.
+void check_gradient(const std::string& what, std::vector<float>& input, const std::vector<float>& analytic,
+                    const std::function<double()>& loss, Tolerance tolerance) {
+  std::vector<double> numeric(input.size());
+  for (size_t i = 0; i < input.size(); ++i) {
+    const float original = input[i];
+    const float up = original + kStep, down = original - kStep;
+    input[i] = up;
+    const double plus = loss();
+    input[i] = down;
+    const double minus = loss();
+    input[i] = original;
+    numeric[i] = (plus - minus) / (static_cast<double>(up) - static_cast<double>(down));
+  }
+  check_close(what + " gradient vs finite differences", analytic, numeric, tolerance);
+}
+
+// a + b, element by element, in float: what an accumulating op adds to its prior contents
+// (to within the rounding of adding its terms one by one).
+std::vector<float> plus(const std::vector<float>& a, const std::vector<float>& b) {
+  std::vector<float> sum(a.size());
+  for (size_t i = 0; i < a.size(); ++i) sum[i] = a[i] + b[i];
+  return sum;
+}
+
+// Accumulated sums of a few float terms: within a few ulps of the prior contents plus the fresh
+// result.
+constexpr Tolerance kAccumulated{1e-6, 1e-6};
+// Gradients by finite differences with h = 1e-2: truncation error O(h^2), and float rounding of
+// the forward's outputs, ~1e-7 each, divided by 2h.
+constexpr Tolerance kFiniteDifferences{1e-4, 1e-3};
+
+}  // namespace
+
+TEST_CASE("embedding: forward adds token and position rows; backward accumulates both") {
+  const int32_t vocab = 7;  // fewer tokens than positions: repeated tokens accumulate
+  const std::vector<int32_t> tokens = random_tokens(kRows, 1, vocab);
+  std::vector<float> wte = random_values(vocab * kChannels, 2), wpe = random_values(kSeq * kChannels, 3);
+  const std::vector<float> weights = random_values(kRows * kChannels, 4);
+  auto forward = [&] {
+    std::vector<float> out(kRows * kChannels);
+    cpu().embedding->embedding_forward(kStream, out.data(), tokens.data(), wte.data(), wpe.data(), kBatch, kSeq,
+                                       kChannels);
+    return out;
+  };
+  std::vector<double> expected(kRows * kChannels);
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t c = 0; c < kChannels; ++c)
+      expected[r * kChannels + c] = static_cast<double>(wte[tokens[r] * kChannels + c]) + wpe[r % kSeq * kChannels + c];
+  check_close("embedding forward", forward(), expected, {0.0, 1e-7});
+
+  auto backward = [&](std::vector<float>& grad_wte, std::vector<float>& grad_wpe) {
+    cpu().embedding->embedding_backward(kStream, grad_wte.data(), grad_wpe.data(), weights.data(), tokens.data(),
+                                        kBatch, kSeq, kChannels);
+  };
+  std::vector<float> grad_wte(wte.size(), 0.0f), grad_wpe(wpe.size(), 0.0f);
+  backward(grad_wte, grad_wpe);
+  auto loss = [&] { return weighted_sum(forward(), weights); };
+  check_gradient("embedding wte", wte, grad_wte, loss, kFiniteDifferences);
+  check_gradient("embedding wpe", wpe, grad_wpe, loss, kFiniteDifferences);
+
+  const std::vector<float> prior_wte = random_values(wte.size(), 5), prior_wpe = random_values(wpe.size(), 6);
+  std::vector<float> accumulated_wte = prior_wte, accumulated_wpe = prior_wpe;
+  backward(accumulated_wte, accumulated_wpe);
+  check_close("embedding grad_wte accumulates", accumulated_wte, plus(prior_wte, grad_wte), kAccumulated);
+  check_close("embedding grad_wpe accumulates", accumulated_wpe, plus(prior_wpe, grad_wpe), kAccumulated);
+}
+
+TEST_CASE("layernorm: forward normalizes each row and saves mean and rstd; backward accumulates") {
+  const float eps = 1e-5f;
+  // Off-center rows, so that the mean matters.
+  std::vector<float> x = random_values(kRows * kChannels, 10, 1.0f, 0.5f);
+  std::vector<float> weight = random_values(kChannels, 11, 1.0f, 1.0f), bias = random_values(kChannels, 12);
+  const std::vector<float> weights = random_values(kRows * kChannels, 13);
+  std::vector<float> mean(kRows), rstd(kRows);
+  auto forward = [&] {
+    std::vector<float> out(kRows * kChannels);
+    cpu().norm->layernorm_forward(kStream, out.data(), mean.data(), rstd.data(), x.data(), weight.data(),
+                                  bias.data(), kRows, kChannels, eps);
+    return out;
+  };
+  std::vector<double> expected(kRows * kChannels), expected_mean(kRows), expected_rstd(kRows);
+  for (int64_t r = 0; r < kRows; ++r) {
+    double sum = 0.0, squares = 0.0;
+    for (int64_t c = 0; c < kChannels; ++c) sum += x[r * kChannels + c];
+    expected_mean[r] = sum / kChannels;
+    for (int64_t c = 0; c < kChannels; ++c) squares += std::pow(x[r * kChannels + c] - expected_mean[r], 2);
+    expected_rstd[r] = 1.0 / std::sqrt(squares / kChannels + eps);
+    for (int64_t c = 0; c < kChannels; ++c)
+      expected[r * kChannels + c] = (x[r * kChannels + c] - expected_mean[r]) * expected_rstd[r] * weight[c] + bias[c];
+  }
+  check_close("layernorm forward", forward(), expected, {1e-6, 1e-6});
+  check_close("layernorm mean", mean, expected_mean, {1e-7, 1e-7});
+  check_close("layernorm rstd", rstd, expected_rstd, {0.0, 1e-6});
+
+  auto backward = [&](std::vector<float>& grad_x, std::vector<float>& grad_weight, std::vector<float>& grad_bias) {
+    forward();
+    cpu().norm->layernorm_backward(kStream, grad_x.data(), grad_weight.data(), grad_bias.data(), weights.data(),
+                                   x.data(), weight.data(), mean.data(), rstd.data(), kRows, kChannels);
+  };
+  std::vector<float> grad_x(x.size(), 0.0f), grad_weight(kChannels, 0.0f), grad_bias(kChannels, 0.0f);
+  backward(grad_x, grad_weight, grad_bias);
+  auto loss = [&] { return weighted_sum(forward(), weights); };
+  check_gradient("layernorm x", x, grad_x, loss, kFiniteDifferences);
+  check_gradient("layernorm weight", weight, grad_weight, loss, kFiniteDifferences);
+  check_gradient("layernorm bias", bias, grad_bias, loss, kFiniteDifferences);
+
+  const std::vector<float> prior_x = random_values(x.size(), 14), prior_weight = random_values(kChannels, 15),
+                           prior_bias = random_values(kChannels, 16);
+  std::vector<float> accumulated_x = prior_x, accumulated_weight = prior_weight, accumulated_bias = prior_bias;
+  backward(accumulated_x, accumulated_weight, accumulated_bias);
+  check_close("layernorm grad_x accumulates", accumulated_x, plus(prior_x, grad_x), kAccumulated);
+  check_close("layernorm grad_weight accumulates", accumulated_weight, plus(prior_weight, grad_weight), kAccumulated);
+  check_close("layernorm grad_bias accumulates", accumulated_bias, plus(prior_bias, grad_bias), kAccumulated);
+}
+
+namespace {
+
+// Causal attention by its definition, in double: out and the log-sum-exp of each row.
+void reference_attention(const std::vector<float>& qkv, std::vector<double>& out, std::vector<double>& lse) {
+  const int64_t head_size = kChannels / kHeads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_size));
+  out.assign(kRows * kChannels, 0.0);
+  lse.assign(kBatch * kHeads * kSeq, 0.0);
+  auto at = [&](int64_t b, int64_t t, int64_t part, int64_t h, int64_t c) {
+    return static_cast<double>(qkv[(b * kSeq + t) * 3 * kChannels + part * kChannels + h * head_size + c]);
+  };
+  for (int64_t b = 0; b < kBatch; ++b)
+    for (int64_t h = 0; h < kHeads; ++h)
+      for (int64_t i = 0; i < kSeq; ++i) {
+        std::vector<double> scores(i + 1);
+        for (int64_t j = 0; j <= i; ++j)
+          for (int64_t c = 0; c < head_size; ++c) scores[j] += at(b, i, 0, h, c) * at(b, j, 1, h, c) * scale;
+        double sum = 0.0;
+        for (const double score : scores) sum += std::exp(score);
+        lse[(b * kHeads + h) * kSeq + i] = std::log(sum);
+        for (int64_t j = 0; j <= i; ++j)
+          for (int64_t c = 0; c < head_size; ++c)
+            out[(b * kSeq + i) * kChannels + h * head_size + c] += std::exp(scores[j]) / sum * at(b, j, 2, h, c);
+      }
+}
+
+}  // namespace
+
+TEST_CASE("causal attention: forward against its definition, backward in q, k and v, and causality") {
+  std::vector<float> qkv = random_values(kRows * 3 * kChannels, 20, 1.5f);
+  const std::vector<float> weights = random_values(kRows * kChannels, 21);
+  std::vector<float> lse(kBatch * kHeads * kSeq);
+  auto forward = [&](const std::vector<float>& input) {
+    std::vector<float> out(kRows * kChannels);
+    cpu().attention->attention_forward(kStream, out.data(), lse.data(), input.data(), kBatch, kSeq, kChannels,
+                                       kHeads);
+    return out;
+  };
+  std::vector<double> expected, expected_lse;
+  reference_attention(qkv, expected, expected_lse);
+  const std::vector<float> out = forward(qkv);
+  check_close("attention forward", out, expected, {1e-6, 1e-5});
+  check_close("attention lse", lse, expected_lse, {1e-6, 1e-6});
+
+  // Starts from garbage: grad_qkv is overwritten.
+  std::vector<float> grad_qkv = random_values(qkv.size(), 22, 100.0f);
+  cpu().attention->attention_backward(kStream, grad_qkv.data(), weights.data(), qkv.data(), out.data(), lse.data(),
+                                      kBatch, kSeq, kChannels, kHeads);
+  check_gradient("attention qkv", qkv, grad_qkv, [&] { return weighted_sum(forward(qkv), weights); },
+                 kFiniteDifferences);
+
+  // A later token's k and v do not reach an earlier output; they do reach their own row.
+  const int64_t later = 3;
+  std::vector<float> changed = qkv;
+  for (int64_t c = kChannels; c < 3 * kChannels; ++c) changed[later * 3 * kChannels + c] += 0.5f;
+  const std::vector<float> changed_out = forward(changed);
+  for (int64_t t = 0; t < kSeq; ++t) {
+    CAPTURE(t);
+    const auto row = [&](const std::vector<float>& values) {
+      return std::vector<float>(values.begin() + t * kChannels, values.begin() + (t + 1) * kChannels);
+    };
+    if (t < later)
+      CHECK(row(changed_out) == row(out));
+    else
+      CHECK(row(changed_out) != row(out));
+  }
+  // The other sequence of the batch is untouched.
+  CHECK(std::vector<float>(changed_out.begin() + kSeq * kChannels, changed_out.end()) ==
+        std::vector<float>(out.begin() + kSeq * kChannels, out.end()));
+}
+
+TEST_CASE("tanh GELU: bias_act with kGeluTanh, in place or not, and its backward in z and bias") {
+  // Wide enough to reach the tails, where tanh saturates.
+  std::vector<float> z = random_values(kRows * kChannels, 30, 4.0f), bias = random_values(kChannels, 31);
+  const std::vector<float> weights = random_values(kRows * kChannels, 32);
+  // bias_act_forward adds the bias into its z: each call gets a copy.
+  auto forward = [&](std::vector<float>& pre_activation) {
+    pre_activation = z;
+    std::vector<float> out(z.size());
+    cpu().elementwise.bias_act_forward(kStream, pre_activation.data(), bias.data(), out.data(), kRows, kChannels,
+                                       Activation::kGeluTanh);
+    return out;
+  };
+  std::vector<float> pre_activation;
+  const std::vector<float> out = forward(pre_activation);
+  std::vector<float> bias_per_element(z.size());
+  for (size_t i = 0; i < z.size(); ++i) bias_per_element[i] = bias[i % kChannels];
+  std::vector<double> expected(z.size());
+  for (size_t i = 0; i < z.size(); ++i) {
+    const double x = static_cast<double>(z[i] + bias_per_element[i]);
+    expected[i] = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+  }
+  check_close("gelu_tanh forward", out, expected, {1e-7, 1e-6});
+  CHECK(pre_activation == plus(z, bias_per_element));
+
+  std::vector<float> in_place = z;
+  cpu().elementwise.bias_act_forward(kStream, in_place.data(), bias.data(), in_place.data(), kRows, kChannels,
+                                     Activation::kGeluTanh);
+  CHECK(in_place == out);
+
+  auto backward = [&](std::vector<float>& grad_z, std::vector<float>& grad_bias) {
+    cpu().elementwise.bias_act_backward(kStream, weights.data(), pre_activation.data(), out.data(), grad_z.data(),
+                                        grad_bias.data(), kRows, kChannels, Activation::kGeluTanh);
+  };
+  std::vector<float> grad_z(z.size()), grad_bias(kChannels, 0.0f);
+  backward(grad_z, grad_bias);
+  std::vector<float> scratch;
+  auto loss = [&] { return weighted_sum(forward(scratch), weights); };
+  check_gradient("gelu_tanh z", z, grad_z, loss, kFiniteDifferences);
+  check_gradient("gelu_tanh bias", bias, grad_bias, loss, kFiniteDifferences);
+
+  const std::vector<float> prior_bias = random_values(kChannels, 33);
+  std::vector<float> accumulated_bias = prior_bias;
+  backward(grad_z, accumulated_bias);
+  check_close("gelu_tanh grad_bias accumulates", accumulated_bias, plus(prior_bias, grad_bias), kAccumulated);
+}
+
+TEST_CASE("residual add: out = a + b, into a third buffer or onto an input") {
+  std::vector<float> a = random_values(kRows * kChannels, 40), b = random_values(kRows * kChannels, 41);
+  const std::vector<float> weights = random_values(kRows * kChannels, 42);
+  auto forward = [&] {
+    std::vector<float> out(a.size());
+    cpu().elementwise.add(kStream, out.data(), a.data(), b.data(), static_cast<int64_t>(a.size()));
+    return out;
+  };
+  const std::vector<float> out = forward();
+  CHECK(out == plus(a, b));
+  std::vector<float> onto_a = a, onto_b = b;
+  cpu().elementwise.add(kStream, onto_a.data(), onto_a.data(), b.data(), static_cast<int64_t>(a.size()));
+  cpu().elementwise.add(kStream, onto_b.data(), a.data(), onto_b.data(), static_cast<int64_t>(a.size()));
+  CHECK(onto_a == out);
+  CHECK(onto_b == out);
+  // The gradient of each input is grad_out itself.
+  auto loss = [&] { return weighted_sum(forward(), weights); };
+  check_gradient("add a", a, weights, loss, kFiniteDifferences);
+  check_gradient("add b", b, weights, loss, kFiniteDifferences);
+}
+
+TEST_CASE("cross-entropy over a vocabulary of 256, one row per token") {
+  const int64_t vocab = 256;
+  std::vector<float> logits = random_values(kRows * vocab, 50, 3.0f);
+  const std::vector<int32_t> labels = random_tokens(kRows, 51, static_cast<int32_t>(vocab));
+  // The mean over tokens, as the model's loss is.
+  const float grad_scale = 1.0f / kRows;
+  auto loss_of = [&](float* grad_logits, int64_t* correct) {
+    double loss_sum = 0.0;
+    int64_t hits = 0;
+    cpu().loss.softmax_cross_entropy(kStream, logits.data(), labels.data(), grad_logits, kRows, vocab, grad_scale,
+                                     &loss_sum, correct != nullptr ? correct : &hits);
+    return loss_sum;
+  };
+  std::vector<double> expected_loss(1, 0.0);
+  int64_t expected_correct = 0;
+  for (int64_t r = 0; r < kRows; ++r) {
+    const float* row = logits.data() + r * vocab;
+    double sum = 0.0;
+    int64_t argmax = 0;
+    for (int64_t c = 0; c < vocab; ++c) {
+      sum += std::exp(static_cast<double>(row[c]));
+      if (row[c] > row[argmax]) argmax = c;
+    }
+    expected_loss[0] += std::log(sum) - row[labels[r]];
+    expected_correct += argmax == labels[r] ? 1 : 0;
+  }
+  std::vector<float> grad_logits(logits.size());
+  int64_t correct = -1;
+  const double loss_sum = loss_of(grad_logits.data(), &correct);
+  // The op subtracts the row's max in float before its double exp: float rounding of the logits.
+  check_close("cross-entropy loss_sum", std::vector<double>{loss_sum}, expected_loss, {0.0, 1e-7});
+  CHECK(correct == expected_correct);
+  // Evaluation (no gradient) gives the same loss.
+  CHECK(loss_of(nullptr, nullptr) == loss_sum);
+  check_gradient("cross-entropy logits", logits, grad_logits, [&] { return grad_scale * loss_of(nullptr, nullptr); },
+                 kFiniteDifferences);
+}
