@@ -8,6 +8,7 @@
 #include "checkpoint_file.h"
 #include "commands.h"
 #include "errors.h"
+#include "run_layout.h"
 
 namespace trainctl {
 
@@ -16,8 +17,8 @@ namespace {
 // A run directory, its checkpoints/ folder, or one checkpoint file.
 std::vector<CheckpointEntry> checkpoints_at(const std::string& path) {
   if (std::filesystem::is_regular_file(path)) return {{path, 0}};
-  const std::string folder =
-      std::filesystem::is_directory(path + "/checkpoints") ? path + "/checkpoints" : path;
+  const std::string run_checkpoints = RunLayout(path).checkpoints();
+  const std::string folder = std::filesystem::is_directory(run_checkpoints) ? run_checkpoints : path;
   if (!std::filesystem::is_directory(folder)) throw UsageError(fmt::format("{} does not exist", path));
   return list_checkpoints(folder);
 }
@@ -25,7 +26,7 @@ std::vector<CheckpointEntry> checkpoints_at(const std::string& path) {
 void print_inspection(const std::string& path) {
   const Checkpoint checkpoint = load_checkpoint(path);
   const CheckpointMeta& meta = checkpoint.meta;
-  fmt::print("{}\n  format_version {}, trainctl {}, created {}\n", path, kCheckpointFormatVersion,
+  fmt::print("{}\n  format_version {}, trainctl {}, created {}\n", path, meta.format_version,
              meta.trainctl_version, meta.created_utc);
   fmt::print("  step {}, epoch {}, sample_position {}, loss {:.6f}\n", meta.step, meta.epoch, meta.sample_position,
              meta.loss);

@@ -26,7 +26,7 @@ void add_logs_command(CLI::App& app) {
     const RunDir run_dir(options->run);
     const std::optional<std::string> job_id = run_dir.job_id();
     if (!job_id) throw UsageError(fmt::format("{} has no SLURM job (it was not submitted)", run_dir.path()));
-    const std::string log = run_dir.logs() + "/slurm-" + *job_id + ".out";
+    const std::string log = run_dir.log(*job_id);
     if (options->follow) {
       // tail -F also waits for a log that a pending job has not created yet.
       execlp("tail", "tail", "-n", "+1", "-F", log.c_str(), static_cast<char*>(nullptr));

@@ -20,8 +20,8 @@ void add_validate_command(CLI::App& app) {
                config.run.train.micro_batch * config.run.train.grad_accum * config.job.world_size());
     if (!config.sweep) return;
     // Expanding checks every task's config, not only each value on its own.
-    const SweepPlan plan = plan_sweep(config);
-    fmt::print("sweep: {} tasks over {}{}\n", plan.manifest.tasks.size(), fmt::join(plan.manifest.parameters, ", "),
+    const size_t tasks = check_sweep_tasks(config);
+    fmt::print("sweep: {} tasks over {}{}\n", tasks, fmt::join(config.sweep->paths(), ", "),
                config.sweep->max_parallel ? fmt::format(", at most {} at once", *config.sweep->max_parallel) : "");
   });
 }

@@ -9,12 +9,13 @@
 #include <fmt/format.h>
 
 #include "config_reader.h"
-#include "errors.h"
 
 namespace trainctl {
 
 namespace {
 const std::vector<std::string> kTopLevelTables{"job", "model", "data", "train", "checkpoint", "sweep"};
+// Samples per optimizer step over all ranks; with train.steps <= 1e9 the samples of a run fit int64.
+constexpr int64_t kMaxGlobalBatch = int64_t{1} << 32;
 
 // The first (in file order) top-level entry that is not one of the known tables.
 void reject_unknown_tables(const toml::table& table, const std::string& path) {
@@ -39,10 +40,24 @@ struct Specs {
   RunSpec run;
 };
 
+void check_global_batch(const toml::table& table, const std::string& file, const JobSpec& job, const TrainSpec& train) {
+  // Each factor is bounded by its schema, but their product may not fit int64.
+  int64_t global_batch = 0;
+  const bool overflows = __builtin_mul_overflow(train.micro_batch, train.grad_accum, &global_batch) ||
+                         __builtin_mul_overflow(global_batch, job.world_size(), &global_batch);
+  if (!overflows && global_batch <= kMaxGlobalBatch) return;
+  TableReader::child(table, "train", file)
+      .fail("micro_batch", fmt::format("the global batch, micro_batch ({}) x grad_accum ({}) x job.nodes ({}) x "
+                                       "job.ranks_per_node ({}), must be at most {}",
+                                       train.micro_batch, train.grad_accum, job.nodes, job.ranks_per_node,
+                                       kMaxGlobalBatch));
+}
+
 // [job] and the training tables, and what they must agree on.
 Specs read_specs(const toml::table& table, const std::string& file) {
   Specs specs{parse_job_spec(table, file), parse_run_spec(table, file)};
   const JobSpec& job = specs.job;
+  check_global_batch(table, file, job, specs.run.train);
   if (specs.run.train.device != "cuda") return specs;
   // One rank per GPU: the runtime binds local rank r to visible GPU r.
   const TableReader reader = TableReader::child(table, "job", file);
@@ -58,7 +73,6 @@ Specs read_specs(const toml::table& table, const std::string& file) {
 }  // namespace
 
 Config load_config(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) throw UsageError(fmt::format("config {} does not exist", path));
   Config config;
   config.path = path;
   config.table = parse_config_file(path);
@@ -73,11 +87,12 @@ Config load_config(const std::string& path) {
 void check_config_table(const toml::table& table, const std::string& file) { read_specs(table, file); }
 
 std::string resolved_config_text(const toml::table& table, const std::string& config_path, const std::string& note) {
+  // Made absolute once: resolving relative paths against it needs no further getcwd.
+  const std::filesystem::path absolute_config = std::filesystem::absolute(config_path);
   toml::table resolved = table;
-  resolve_data_paths(resolved, std::filesystem::path(config_path).parent_path().string());
+  resolve_data_paths(resolved, absolute_config.parent_path().string());
   std::ostringstream text;
-  text << "# resolved by trainctl " << TRAINCTL_VERSION << " from " << std::filesystem::absolute(config_path).string()
-       << "\n";
+  text << "# resolved by trainctl " << TRAINCTL_VERSION << " from " << absolute_config.string() << "\n";
   if (!note.empty()) text << "# " << note << "\n";
   text << resolved << "\n";
   return text.str();

@@ -49,6 +49,15 @@ void put(toml::table& root, const std::string& path, const toml::node& value) {
   assign(*table, key, value);
 }
 
+// `root` without [sweep], the base of every config a sweep makes; copying the [sweep] lists only
+// to drop them again would make a large sweep's cost grow with the square of its size.
+toml::table without_sweep(const toml::table& root) {
+  toml::table config;
+  for (const auto& [name, node] : root)
+    if (name != "sweep") assign(config, std::string(name.str()), node);
+  return config;
+}
+
 // The swept keys as written: "train.lr" = ..., or train.lr = ... (a nested table), in file order.
 struct WrittenKey {
   std::string path;
@@ -75,7 +84,7 @@ std::vector<WrittenKey> written_keys(const toml::table& sweep) {
 class SweepReader {
  public:
   SweepReader(const toml::table& root, std::string file, const ConfigCheck& check)
-      : root_(root), file_(std::move(file)), check_(check) {}
+      : base_(without_sweep(root)), file_(std::move(file)), check_(check) {}
 
   [[noreturn]] void fail(const std::string& path, const toml::node& at, const std::string& message) const {
     throw ConfigError(position_of(at, file_), "sweep." + path, message);
@@ -102,7 +111,7 @@ class SweepReader {
 
   // Puts `value` into a copy of the config and lets the schema judge it; an error points at `at`.
   void check_value(const std::string& path, const toml::node& value, const toml::node& at) const {
-    toml::table candidate = root_;
+    toml::table candidate = base_;
     put(candidate, path, value);
     try {
       check_(candidate);
@@ -120,7 +129,7 @@ class SweepReader {
       check_value(path, bounds[1], bounds[1]);
       return;
     }
-    const double low = *bounds[0].value<double>(), high = *bounds[1].value<double>();
+    const double low = *number_value(bounds[0]), high = *number_value(bounds[1]);
     check_value(path, toml::value<double>(std::nextafter(high, low)), bounds[1]);
   }
 
@@ -174,16 +183,22 @@ class SweepReader {
     const toml::array* bounds = body.as_array();
     if (bounds == nullptr || bounds->size() != 2 || !(*bounds)[0].is_number() || !(*bounds)[1].is_number())
       fail(path, body, fmt::format("{} takes [low, high], two numbers", distribution));
-    const double low = *(*bounds)[0].value<double>(), high = *(*bounds)[1].value<double>();
+    const double low = *number_value((*bounds)[0]), high = *number_value((*bounds)[1]);
+    // nan and inf would be drawn as they are (or make every draw nan), whatever the key accepts.
+    if (!std::isfinite(low) || !std::isfinite(high))
+      fail(path, body, fmt::format("{} takes [low, high], two finite numbers (got [{}, {}])", distribution, low, high));
     if (!(low < high))
       fail(path, body, fmt::format("{} range [{}, {}] is empty; low must be below high", distribution, low, high));
     if (distribution == "log_uniform" && !(low > 0))
       fail(path, body, fmt::format("log_uniform needs 0 < low (got {})", low));
+    if (!std::isfinite(high - low))
+      fail(path, body, fmt::format("{} range [{}, {}] is too wide: high - low must be a finite number", distribution,
+                                   low, high));
     return *bounds;
   }
 
  private:
-  const toml::table& root_;
+  toml::table base_;
   std::string file_;
   const ConfigCheck& check_;
 };
@@ -198,19 +213,22 @@ void draw(const SweepParameter& parameter, Rng& rng, toml::array& into) {
     append(into, parameter.values[rng.below(parameter.values.size())]);
     return;
   }
-  const double low = *parameter.values[0].value<double>(), high = *parameter.values[1].value<double>();
-  if (parameter.kind == Kind::kUniform && integer_bounds(parameter)) {
-    const int64_t first = *parameter.values[0].value<int64_t>(), last = *parameter.values[1].value<int64_t>();
-    into.push_back(first + static_cast<int64_t>(rng.below(static_cast<uint64_t>(last - first) + 1)));
+  const double low = *number_value(parameter.values[0]), high = *number_value(parameter.values[1]);
+  auto log_uniform = [&] { return std::exp(std::log(low) + (std::log(high) - std::log(low)) * rng.unit()); };
+  if (!integer_bounds(parameter)) {
+    into.push_back(parameter.kind == Kind::kUniform ? low + (high - low) * rng.unit() : log_uniform());
     return;
   }
-  const double value = parameter.kind == Kind::kUniform
-                           ? low + (high - low) * rng.unit()
-                           : std::exp(std::log(low) + (std::log(high) - std::log(low)) * rng.unit());
-  if (integer_bounds(parameter))
-    into.push_back(std::clamp<int64_t>(std::llround(value), static_cast<int64_t>(low), static_cast<int64_t>(high)));
-  else
-    into.push_back(value);
+  const int64_t first = *parameter.values[0].value<int64_t>(), last = *parameter.values[1].value<int64_t>();
+  if (parameter.kind == Kind::kUniform) {
+    // In uint64, where last - first cannot overflow.
+    const uint64_t width = static_cast<uint64_t>(last) - static_cast<uint64_t>(first);
+    into.push_back(static_cast<int64_t>(static_cast<uint64_t>(first) + rng.below(width + 1)));
+    return;
+  }
+  const double value = log_uniform();
+  // Near an int64 bound a draw can round to 2^63, which llround cannot return.
+  into.push_back(value >= high ? last : std::clamp<int64_t>(std::llround(value), first, last));
 }
 
 }  // namespace
@@ -249,7 +267,7 @@ std::optional<SweepSpec> parse_sweep(const toml::table& root, const std::string&
                       fmt::format("required: how many draws of the random keys ({})", fmt::join(random_paths, ", ")));
   sweep.samples = settings.integer("samples", 1, 1, kMaxSweepTasks);
   sweep.seed = static_cast<uint64_t>(settings.integer("seed", 0, 0));
-  if (settings.has("max_parallel")) sweep.max_parallel = settings.integer("max_parallel", std::nullopt, 1);
+  if (settings.has("max_parallel")) sweep.max_parallel = settings.integer("max_parallel", std::nullopt, 1, kMaxSweepTasks);
 
   int64_t tasks = sweep.samples;
   for (const SweepParameter& parameter : sweep.parameters) {
@@ -300,28 +318,25 @@ std::vector<SweepTask> expand_sweep(const SweepSpec& sweep) {
 }
 
 toml::table task_config(const toml::table& root, const std::vector<std::string>& paths, const toml::array& values) {
-  toml::table config = root;
-  config.erase("sweep");
+  toml::table config = without_sweep(root);
   for (size_t i = 0; i < paths.size(); ++i) put(config, paths[i], values[i]);
   return config;
 }
 
-std::vector<toml::table> checked_task_configs(const toml::table& root, const SweepSpec& sweep,
-                                              const std::vector<SweepTask>& tasks, const ConfigCheck& check) {
+void for_each_task_config(const toml::table& root, const SweepSpec& sweep, const std::vector<SweepTask>& tasks,
+                          const ConfigCheck& check, const std::function<void(const SweepTask&, toml::table&)>& use) {
   const std::vector<std::string> paths = sweep.paths();
-  std::vector<toml::table> configs;
-  configs.reserve(tasks.size());
   for (const SweepTask& task : tasks) {
-    configs.push_back(task_config(root, paths, task.values));
+    toml::table config = task_config(root, paths, task.values);
     try {
-      check(configs.back());
+      check(config);
     } catch (const ConfigError& error) {
       throw ConfigError(sweep.position, "sweep",
                         fmt::format("task {} ({}) is not a valid config: {}: {}", task.index,
                                     describe_task(paths, task.values), error.key(), error.message()));
     }
+    use(task, config);
   }
-  return configs;
 }
 
 std::string describe_value(const toml::node& value) {

@@ -67,8 +67,10 @@ toml::table task_config(const toml::table& root, const std::vector<std::string>&
 
 // Every task's config, each checked: values that pass one by one may still clash (a swept
 // grad_accum with a swept micro_batch), which is reported at [sweep], naming the task.
-std::vector<toml::table> checked_task_configs(const toml::table& root, const SweepSpec& sweep,
-                                              const std::vector<SweepTask>& tasks, const ConfigCheck& check);
+// for_each_task_config hands each checked config to `use` in turn and keeps none, so that a
+// sweep at kMaxSweepTasks costs one config's memory.
+void for_each_task_config(const toml::table& root, const SweepSpec& sweep, const std::vector<SweepTask>& tasks,
+                          const ConfigCheck& check, const std::function<void(const SweepTask&, toml::table&)>& use);
 
 // A value as a person reads it, on one line: 0.001, 64, [64, 64], 'relu' (strings as TOML writes them).
 std::string describe_value(const toml::node& value);

@@ -19,6 +19,12 @@ namespace trainctl {
 
 namespace fs = std::filesystem;
 
+namespace {
+ConfigCheck check_sweep_task(const Config& config) {
+  return [&config](const toml::table& table) { check_config_table(table, config.path); };
+}
+}  // namespace
+
 SweepPlan plan_sweep(const Config& config) {
   const SweepSpec& sweep = *config.sweep;
   SweepPlan plan;
@@ -30,15 +36,20 @@ SweepPlan plan_sweep(const Config& config) {
   manifest.seed = static_cast<int64_t>(sweep.seed);
   manifest.max_parallel = sweep.max_parallel;
   manifest.tasks = expand_sweep(sweep);
-  const std::vector<toml::table> tables = checked_task_configs(
-      config.table, sweep, manifest.tasks, [&](const toml::table& table) { check_config_table(table, config.path); });
-  plan.task_configs.reserve(tables.size());
-  for (size_t i = 0; i < tables.size(); ++i) {
-    const std::string note = fmt::format("task {} of sweep \"{}\": {}", i, manifest.name,
-                                         describe_task(manifest.parameters, manifest.tasks[i].values));
-    plan.task_configs.push_back(resolved_config_text(tables[i], config.path, note));
-  }
+  plan.task_configs.reserve(manifest.tasks.size());
+  for_each_task_config(config.table, sweep, manifest.tasks, check_sweep_task(config),
+                       [&](const SweepTask& task, toml::table& table) {
+                         const std::string note = fmt::format("task {} of sweep \"{}\": {}", task.index, manifest.name,
+                                                              describe_task(manifest.parameters, task.values));
+                         plan.task_configs.push_back(resolved_config_text(table, config.path, note));
+                       });
   return plan;
+}
+
+size_t check_sweep_tasks(const Config& config) {
+  const std::vector<SweepTask> tasks = expand_sweep(*config.sweep);
+  for_each_task_config(config.table, *config.sweep, tasks, check_sweep_task(config), [](const SweepTask&, toml::table&) {});
+  return tasks.size();
 }
 
 std::vector<ArrayScript> sweep_scripts(const JobSpec& job, const SweepDir& sweep, const std::vector<int64_t>& tasks,

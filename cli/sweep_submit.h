@@ -21,6 +21,9 @@ struct SweepPlan {
 
 // Throws ConfigError when a task's config is invalid.
 SweepPlan plan_sweep(const Config& config);
+// The check of plan_sweep alone: every task's whole config, one at a time, none kept or rendered
+// (what `validate` needs, in one config's memory at any sweep size). Returns the task count.
+size_t check_sweep_tasks(const Config& config);
 
 struct ArrayScript {
   std::vector<int64_t> tasks;  // array index i runs tasks[i]

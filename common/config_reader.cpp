@@ -1,9 +1,19 @@
 // Config reader: see config_reader.h.
 #include "config_reader.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include "bad_input.h"
 
 namespace trainctl {
 
@@ -11,7 +21,7 @@ namespace {
 
 std::string format_error(const SourcePosition& where, const std::string& key, const std::string& message) {
   std::string prefix = fmt::format("{}:{}:{}: ", where.file, where.line, where.column);
-  return key.empty() ? prefix + message : prefix + key + ": " + message;
+  return printable(key.empty() ? prefix + message : prefix + key + ": " + message);
 }
 
 const char* type_name(const toml::node& node) {
@@ -47,7 +57,74 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
+// A value as an error shows it: quoted, or only its length when it is too long to repeat.
+std::string echoed(std::string_view value) {
+  constexpr size_t kLongest = 256;
+  return value.size() <= kLongest ? fmt::format("{:?}", value) : fmt::format("a string of {} characters", value.size());
+}
+
+constexpr std::string_view kNulMessage = "must not contain a NUL character";
+
+bool has_nul(std::string_view text) { return text.find('\0') != std::string_view::npos; }
+
+std::string finite_message(double value) { return fmt::format("must be a finite number (got {})", value); }
+
+[[noreturn]] void refuse_config_file(const std::string& path, std::string_view problem) {
+  throw BadInput(printable(fmt::format("config {} {}", path, problem)));
+}
+
+[[noreturn]] void refuse_unreadable(const std::string& path, int error) {
+  refuse_config_file(path, error == ENOENT || error == ENOTDIR ? "does not exist"
+                                                               : fmt::format("cannot be read: {}", std::strerror(error)));
+}
+
+void require_regular_file(const std::string& path, mode_t mode) {
+  if (S_ISDIR(mode)) refuse_config_file(path, "is a directory, not a config file");
+  if (!S_ISREG(mode)) refuse_config_file(path, "is not a regular file");
+}
+
+// The whole file, refusing anything but a regular file: stat first, so that a FIFO is never
+// opened (a read would wait for a writer), and fstat what was opened in case the path changed
+// in between (O_NONBLOCK keeps even that open from waiting).
+std::string read_config_text(const std::string& path) {
+  struct stat info {};
+  if (stat(path.c_str(), &info) != 0) refuse_unreadable(path, errno);
+  require_regular_file(path, info.st_mode);
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) refuse_unreadable(path, errno);
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { close(fd); }
+  } closer{fd};
+  if (fstat(fd, &info) != 0) refuse_unreadable(path, errno);
+  require_regular_file(path, info.st_mode);
+  std::string text;
+  char buffer[65536];
+  ssize_t count = 0;
+  while ((count = read(fd, buffer, sizeof buffer)) > 0) text.append(buffer, static_cast<size_t>(count));
+  if (count < 0) refuse_unreadable(path, errno);
+  return text;
+}
+
 }  // namespace
+
+std::string printable(std::string_view text) {
+  std::string result;
+  result.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    const auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+    if (byte < 0x20 || byte == 0x7f) {
+      result += fmt::format("\\x{:02x}", byte);
+    } else if (byte == 0xc2 && next >= 0x80 && next <= 0x9f) {  // U+0080..U+009F in UTF-8
+      result += fmt::format("\\u{:04x}", next);
+      ++i;
+    } else {
+      result += text[i];
+    }
+  }
+  return result;
+}
 
 ConfigError::ConfigError(SourcePosition where, std::string key, std::string message)
     : std::runtime_error(format_error(where, key, message)),
@@ -64,14 +141,7 @@ toml::table parse_config_text(std::string_view text, const std::string& file_nam
   }
 }
 
-toml::table parse_config_file(const std::string& path) {
-  try {
-    return toml::parse_file(path);
-  } catch (const toml::parse_error& error) {
-    SourcePosition where{path, error.source().begin.line, error.source().begin.column};
-    throw ConfigError(where, "", fmt::format("invalid TOML: {}", error.description()));
-  }
-}
+toml::table parse_config_file(const std::string& path) { return parse_config_text(read_config_text(path), path); }
 
 std::optional<std::string> nearest_key(std::string_view unknown, const std::vector<std::string>& known) {
   std::optional<std::string> best;
@@ -89,6 +159,12 @@ std::optional<std::string> nearest_key(std::string_view unknown, const std::vect
 
 SourcePosition position_of(const toml::node& node, const std::string& file) {
   return {file, node.source().begin.line, node.source().begin.column};
+}
+
+std::optional<double> number_value(const toml::node& node) {
+  if (const auto* integer = node.as_integer()) return static_cast<double>(integer->get());
+  if (const auto* floating = node.as_floating_point()) return floating->get();
+  return std::nullopt;
 }
 
 TableReader::TableReader(const toml::table* table, std::string path, std::string file,
@@ -147,7 +223,9 @@ double TableReader::number(std::string_view key, std::optional<double> fallback)
     return *fallback;
   }
   expect(key, node->is_number(), node, "a number");
-  return node->is_integer() ? static_cast<double>(node->as_integer()->get()) : node->as_floating_point()->get();
+  const double value = *number_value(*node);
+  if (!std::isfinite(value)) fail(key, finite_message(value));
+  return value;
 }
 
 bool TableReader::boolean(std::string_view key, std::optional<bool> fallback) {
@@ -162,7 +240,9 @@ bool TableReader::boolean(std::string_view key, std::optional<bool> fallback) {
 std::optional<std::string> TableReader::optional_string(std::string_view key) {
   const toml::node* node = find(key);
   if (node == nullptr) return std::nullopt;
-  return expect(key, node->is_string(), node, "a string").as_string()->get();
+  const std::string& value = expect(key, node->is_string(), node, "a string").as_string()->get();
+  if (has_nul(value)) fail(key, std::string(kNulMessage));
+  return value;
 }
 
 std::string TableReader::string(std::string_view key, std::optional<std::string> fallback) {
@@ -175,7 +255,7 @@ std::string TableReader::choice(std::string_view key, const std::vector<std::str
                                 std::optional<std::string> fallback) {
   std::string value = string(key, std::move(fallback));
   if (std::find(choices.begin(), choices.end(), value) == choices.end())
-    fail(key, fmt::format("must be one of {} (got \"{}\")", quoted_list(choices), value));
+    fail(key, fmt::format("must be one of {} (got {})", quoted_list(choices), echoed(value)));
   return value;
 }
 
@@ -202,23 +282,31 @@ std::vector<T> read_list(TableReader& reader, std::string_view key, const toml::
 }  // namespace
 
 std::vector<int64_t> TableReader::integer_list(std::string_view key, std::optional<std::vector<int64_t>> fallback,
-                                               int64_t min) {
+                                               int64_t min, int64_t max) {
   auto values = read_list<int64_t>(*this, key, find(key), std::move(fallback), "integers",
                                    [](const toml::node& n) { return n.value_exact<int64_t>(); });
-  for (int64_t value : values)
+  for (int64_t value : values) {
     if (value < min) fail(key, fmt::format("every element must be at least {} (got {})", min, value));
+    if (value > max) fail(key, fmt::format("every element must be at most {} (got {})", max, value));
+  }
   return values;
 }
 
 std::vector<double> TableReader::number_list(std::string_view key, std::optional<std::vector<double>> fallback) {
-  return read_list<double>(*this, key, find(key), std::move(fallback), "numbers",
-                           [](const toml::node& n) { return n.is_number() ? n.value<double>() : std::nullopt; });
+  auto values = read_list<double>(*this, key, find(key), std::move(fallback), "numbers",
+                                  [](const toml::node& n) { return number_value(n); });
+  for (size_t index = 0; index < values.size(); ++index)
+    if (!std::isfinite(values[index])) fail(key, fmt::format("element {} {}", index, finite_message(values[index])));
+  return values;
 }
 
 std::vector<std::string> TableReader::string_list(std::string_view key,
                                                   std::optional<std::vector<std::string>> fallback) {
-  return read_list<std::string>(*this, key, find(key), std::move(fallback), "strings",
-                                [](const toml::node& n) { return n.value_exact<std::string>(); });
+  auto values = read_list<std::string>(*this, key, find(key), std::move(fallback), "strings",
+                                       [](const toml::node& n) { return n.value_exact<std::string>(); });
+  for (size_t index = 0; index < values.size(); ++index)
+    if (has_nul(values[index])) fail(key, fmt::format("element {} contains a NUL character", index));
+  return values;
 }
 
 std::map<std::string, std::string> TableReader::string_table(std::string_view key) {
@@ -227,9 +315,11 @@ std::map<std::string, std::string> TableReader::string_table(std::string_view ke
   if (node == nullptr) return values;
   if (!node->is_table()) fail(key, fmt::format("expected a table, got {}", type_name(*node)));
   for (const auto& [name, value] : *node->as_table()) {
-    if (!value.is_string())
-      throw ConfigError(position_of(value, file_), dotted(key) + "." + std::string(name.str()),
-                        fmt::format("expected a string, got {}", type_name(value)));
+    auto fail_at_value = [&](const std::string& message) {
+      throw ConfigError(position_of(value, file_), dotted(key) + "." + std::string(name.str()), message);
+    };
+    if (!value.is_string()) fail_at_value(fmt::format("expected a string, got {}", type_name(value)));
+    if (has_nul(value.as_string()->get())) fail_at_value(std::string(kNulMessage));
     values.emplace(std::string(name.str()), value.as_string()->get());
   }
   return values;

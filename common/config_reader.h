@@ -1,7 +1,8 @@
 // Config reader: typed, checked access to one TOML table, shared by every schema
 // ([job] in slurm/, [model] [data] [train] [checkpoint] in runtime/).
 // Every error carries the source region (file:line:col) and the dotted key; keys nobody read
-// are reported as unknown with the nearest known key as a suggestion.
+// are reported as unknown with the nearest known key as a suggestion. Whatever the file holds,
+// reading cannot crash: numbers are finite, strings hold no NUL, and error text is printable.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,8 @@ struct SourcePosition {
 };
 
 // A config the user must fix. The CLI maps it to exit code 2; what() is
-// "file:line:col: key: message".
+// "file:line:col: key: message" with control characters escaped (see printable), so a key or
+// value holding them can neither cut the text short nor reach a terminal raw.
 class ConfigError : public std::runtime_error {
  public:
   ConfigError(SourcePosition where, std::string key, std::string message);
@@ -38,7 +40,12 @@ class ConfigError : public std::runtime_error {
   std::string message_;
 };
 
-// Parses a TOML file; a syntax error becomes a ConfigError at its position.
+// `text` with control characters (C0, DEL, C1) written as escapes: "\x00", "\x07", "\u009b".
+std::string printable(std::string_view text);
+
+// Parses a TOML file; a syntax error becomes a ConfigError at its position. A path that is
+// missing, a directory or not a regular file (a FIFO is never opened) is BadInput, "config
+// PATH does not exist" / "is a directory, not a config file" / "is not a regular file".
 toml::table parse_config_file(const std::string& path);
 toml::table parse_config_text(std::string_view text, const std::string& file_name);
 
@@ -46,6 +53,10 @@ toml::table parse_config_text(std::string_view text, const std::string& file_nam
 std::optional<std::string> nearest_key(std::string_view unknown, const std::vector<std::string>& known);
 
 SourcePosition position_of(const toml::node& node, const std::string& file);
+
+// A TOML integer or float as a double, nullopt for any other type. (toml++'s value<double>()
+// gives nullopt for an integer beyond 2^53, which it cannot represent exactly.)
+std::optional<double> number_value(const toml::node& node);
 
 class TableReader {
  public:
@@ -60,15 +71,17 @@ class TableReader {
 
   int64_t integer(std::string_view key, std::optional<int64_t> fallback = std::nullopt, int64_t min = INT64_MIN,
                   int64_t max = INT64_MAX);
+  // Numbers and their lists are finite: nan and inf, valid TOML, are refused for every key.
   double number(std::string_view key, std::optional<double> fallback = std::nullopt);
   bool boolean(std::string_view key, std::optional<bool> fallback = std::nullopt);
+  // Strings, their lists and tables hold no NUL: C paths and environments would cut them there.
   std::string string(std::string_view key, std::optional<std::string> fallback = std::nullopt);
   std::optional<std::string> optional_string(std::string_view key);
   // A string that must be one of `choices`; the error lists them.
   std::string choice(std::string_view key, const std::vector<std::string>& choices,
                      std::optional<std::string> fallback = std::nullopt);
   std::vector<int64_t> integer_list(std::string_view key, std::optional<std::vector<int64_t>> fallback = std::nullopt,
-                                    int64_t min = INT64_MIN);
+                                    int64_t min = INT64_MIN, int64_t max = INT64_MAX);
   std::vector<double> number_list(std::string_view key, std::optional<std::vector<double>> fallback = std::nullopt);
   std::vector<std::string> string_list(std::string_view key,
                                        std::optional<std::vector<std::string>> fallback = std::nullopt);

@@ -12,11 +12,24 @@ namespace trainctl {
 
 namespace {
 
+// Upper bounds far beyond any real run, so that every count is bounded and no product of them
+// (samples seen = steps x global batch) can overflow.
+constexpr int64_t kMaxWidth = 1 << 20;
+constexpr int64_t kMaxSteps = 1'000'000'000;
+constexpr int64_t kMaxKeepLast = 1000;
+constexpr double kMaxEveryMinutes = 366 * 24 * 60;
+constexpr size_t kMaxPathLength = 4096;  // PATH_MAX: no longer path can be opened
+
+void check_path_length(const TableReader& reader, std::string_view key, const std::string& path) {
+  if (path.size() > kMaxPathLength)
+    reader.fail(key, fmt::format("must be at most {} characters (got {})", kMaxPathLength, path.size()));
+}
+
 MlpSpec parse_mlp(TableReader& reader) {
   MlpSpec model;
-  model.inputs = reader.integer("inputs", std::nullopt, 1, 1 << 20);
-  model.hidden = reader.integer_list("hidden", std::vector<int64_t>{}, 1);
-  model.classes = reader.integer("classes", std::nullopt, 2, 1 << 20);
+  model.inputs = reader.integer("inputs", std::nullopt, 1, kMaxWidth);
+  model.hidden = reader.integer_list("hidden", std::vector<int64_t>{}, 1, kMaxWidth);
+  model.classes = reader.integer("classes", std::nullopt, 2, kMaxWidth);
   std::string activation = reader.choice("activation", {"relu", "gelu"}, "relu");
   model.activation = activation == "relu" ? Activation::kRelu : Activation::kGelu;
   return model;
@@ -51,8 +64,10 @@ DataSpec parse_data(TableReader reader) {
   DataSpec data;
   data.train = reader.string("train");
   if (data.train.empty()) reader.fail("train", "must not be empty");
+  check_path_length(reader, "train", data.train);
   data.val = reader.optional_string("val");
   if (data.val && data.val->empty()) reader.fail("val", "must not be empty (leave the key out for no validation)");
+  if (data.val) check_path_length(reader, "val", *data.val);
   data.shuffle = reader.boolean("shuffle", true);
   reader.reject_unknown();
   return data;
@@ -61,7 +76,7 @@ DataSpec parse_data(TableReader reader) {
 TrainSpec parse_train(TableReader reader) {
   if (!reader.present()) reader.fail("steps", "required table [train] is missing");
   TrainSpec train;
-  train.steps = reader.integer("steps", std::nullopt, 1);
+  train.steps = reader.integer("steps", std::nullopt, 1, kMaxSteps);
   train.micro_batch = reader.integer("micro_batch", std::nullopt, 1, 1 << 24);
   train.grad_accum = reader.integer("grad_accum", 1, 1, 1 << 16);
   std::string optimizer = reader.choice("optimizer", {"sgd", "adamw"}, "adamw");
@@ -89,8 +104,8 @@ TrainSpec parse_train(TableReader reader) {
   train.grad_clip = reader.number("grad_clip", 0.0);
   if (train.grad_clip < 0.0) reader.fail("grad_clip", "must not be negative (0 disables clipping)");
   train.seed = static_cast<uint64_t>(reader.integer("seed", 0, 0));
-  train.eval_every = reader.integer("eval_every", 0, 0);
-  train.log_every = reader.integer("log_every", 10, 1);
+  train.eval_every = reader.integer("eval_every", 0, 0, kMaxSteps);
+  train.log_every = reader.integer("log_every", 10, 1, kMaxSteps);
   train.device = reader.choice("device", {"cpu", "cuda"}, "cpu");
   train.precision = reader.choice("precision", {"fp32", "bf16"}, "fp32") == "bf16" ? Precision::kBf16 : Precision::kFp32;
   train.recompute = reader.boolean("recompute", false);
@@ -100,10 +115,12 @@ TrainSpec parse_train(TableReader reader) {
 
 CheckpointSpec parse_checkpoint(TableReader reader) {
   CheckpointSpec checkpoint;
-  checkpoint.every_steps = reader.integer("every_steps", 0, 0);
+  checkpoint.every_steps = reader.integer("every_steps", 0, 0, kMaxSteps);
   checkpoint.every_minutes = reader.number("every_minutes", 0.0);
   if (checkpoint.every_minutes < 0.0) reader.fail("every_minutes", "must not be negative (0 disables)");
-  checkpoint.keep_last = reader.integer("keep_last", 3, 1);
+  if (checkpoint.every_minutes > kMaxEveryMinutes)
+    reader.fail("every_minutes", fmt::format("must be at most {} (a year)", kMaxEveryMinutes));
+  checkpoint.keep_last = reader.integer("keep_last", 3, 1, kMaxKeepLast);
   reader.reject_unknown();
   return checkpoint;
 }

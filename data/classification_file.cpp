@@ -1,29 +1,77 @@
-// The classification dataset file: see data_source.h.
+// The classification dataset file: see classification_file.h.
 #include "classification_file.h"
 
+#include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "atomic_file.h"
 #include "hdf5_file.h"
 
 namespace trainctl {
 
+namespace {
+
+// Deflate, the compression HDF5 always has, expands data at most about 1032-fold.
+constexpr uint64_t kMaxCompressionRatio = 1032;
+
+// Refuses what a small or hostile file declares before anything is allocated from it: a dataset
+// larger than the file could hold, compressed or not.
+void check_fits_file(const std::string& name, const DatasetHeader& header, uint64_t file_bytes) {
+  const uint64_t limit = header.compressed ? file_bytes * kMaxCompressionRatio : file_bytes;
+  if (header.declared_bytes > limit)
+    throw std::runtime_error(fmt::format("dataset {} declares [{}] {} values, more than its {}-byte file can hold",
+                                         name, fmt::join(header.shape, ", "), header.type, file_bytes));
+}
+
+void check_no_nonfinite(const ClassificationData& data) {
+  for (size_t i = 0; i < data.x.size(); ++i)
+    if (!std::isfinite(data.x[i])) {
+      const auto features = static_cast<size_t>(data.features);
+      throw std::runtime_error(
+          fmt::format("dataset x has {} in row {}, column {}", data.x[i], i / features, i % features));
+    }
+}
+
+std::vector<int32_t> labels_of(const std::vector<int64_t>& stored) {
+  std::vector<int32_t> labels(stored.size());
+  for (size_t i = 0; i < stored.size(); ++i) {
+    if (stored[i] < std::numeric_limits<int32_t>::min() || stored[i] > std::numeric_limits<int32_t>::max())
+      throw std::runtime_error(fmt::format("dataset y has {} in row {}, beyond any int32 label", stored[i], i));
+    labels[i] = static_cast<int32_t>(stored[i]);
+  }
+  return labels;
+}
+
+}  // namespace
+
 ClassificationData read_classification_file(const std::string& path) {
   try {
     H5Handle file = open_file(path);
+    const uint64_t file_bytes = std::filesystem::file_size(path);
+    const DatasetHeader x = dataset_header(file.get(), "x");
+    const DatasetHeader y = dataset_header(file.get(), "y");
+    if (x.type != "float32")
+      throw std::runtime_error(fmt::format("dataset x is {}, expected float32", x.type));
+    if (!y.is_integer) throw std::runtime_error(fmt::format("dataset y is {}, expected an integer type", y.type));
+    if (x.shape.size() != 2) throw std::runtime_error("dataset x must have 2 dimensions [N, D]");
+    if (y.shape.size() != 1 || y.shape[0] != x.shape[0])
+      throw std::runtime_error(fmt::format("dataset y must have shape [{}] to match x", x.shape[0]));
+    if (x.shape[0] == 0) throw std::runtime_error("dataset x has no rows");
+    if (x.shape[1] == 0) throw std::runtime_error("dataset x has no columns");
+    check_fits_file("x", x, file_bytes);
+    check_fits_file("y", y, file_bytes);
     ClassificationData data;
-    std::vector<int64_t> x_shape = dataset_shape(file.get(), "x");
-    std::vector<int64_t> y_shape = dataset_shape(file.get(), "y");
-    if (x_shape.size() != 2) throw std::runtime_error("dataset x must have 2 dimensions [N, D]");
-    if (y_shape.size() != 1 || y_shape[0] != x_shape[0])
-      throw std::runtime_error(fmt::format("dataset y must have shape [{}] to match x", x_shape[0]));
-    data.samples = x_shape[0];
-    data.features = x_shape[1];
+    data.samples = x.shape[0];
+    data.features = x.shape[1];
     data.x = read_floats(file.get(), "x");
-    data.y = read_ints(file.get(), "y");
+    check_no_nonfinite(data);
+    data.y = labels_of(read_int64s(file.get(), "y"));
     return data;
   } catch (const std::exception& error) {
     throw std::runtime_error(fmt::format("cannot read dataset {}: {}", path, error.what()));

@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <memory>
 
@@ -83,6 +84,8 @@ class Run {
       optimizer_.step(model_->parameters(), model_->gradients(), lr);
       ++step;
       ++window_steps;
+      // Test hook: rank 0 signals itself before this step's agreement, so the stop is agreed here.
+      if (comm_.rank() == 0 && step == test_signal_step_) std::raise(SIGTERM);
 
       // One agreement per step: [loss summed over ranks, ranks that got a stop signal, save due].
       std::array<double, 3> agreed{loss_sum, received_stop_signal() != 0 ? 1.0 : 0.0, time_to_save() ? 1.0 : 0.0};
@@ -243,6 +246,11 @@ class Run {
   std::chrono::steady_clock::time_point last_save_;
   double last_loss_ = std::nan("");
   double last_val_loss_ = std::nan("");
+  // Test hook TRAINCTL_TEST_SIGNAL_AT_STEP (docs/runtime.md): the step after which rank 0 gets SIGTERM.
+  const int64_t test_signal_step_ = [] {
+    const char* step = std::getenv("TRAINCTL_TEST_SIGNAL_AT_STEP");
+    return step != nullptr ? std::atoll(step) : int64_t{-1};
+  }();
 };
 
 }  // namespace

@@ -1,92 +1,102 @@
 #!/usr/bin/env bash
-# The GPU checks of the CUDA runtime, as one command for the device machine:
-#   1. every CUDA kernel against its CPU reference (build/tests/test_cuda_kernels: the worst
-#      element of each op, within a stated tolerance per dtype);
-#   2. a 1-GPU fp32 run against the same run on the CPU: losses within 1e-4 relative at each
-#      of 200 steps;
-#   3. a bf16 run whose final loss is within 2% of the fp32 run's;
-#   4. SIGTERM mid-run, then resume: final weights bitwise equal to an uninterrupted GPU run;
-#   5. samples/s and TFLOP/s of a compute-bound MLP (4 x 8192 hidden, batch 8192) in fp32 and
-#      bf16, beside PyTorch eager and torch.compile on the same GPU (scripts/bench_gpu_mlp.py).
+# The GPU checks of the CUDA runtime (issue 9), as steps that fit in the device tool's calls.
 #
 # Here:   scripts/gpu_check.sh --pack
-#   builds build-gpu/ (CUDA, no MPI: every check uses one GPU, and the device machine has no
-#   Open MPI) and packs its three programs, with the shared libraries they need apart from
-#   CUDA's and the C library's, into gpu-pack.tar.xz (13 MB; git-ignored) for the device tool
-#   to carry: `run` with carry ["gpu-pack.tar.xz"] and command `scripts/gpu_check.sh`.
-# There:  scripts/gpu_check.sh
-#   unpacks gpu-pack.tar.xz (else runs from build/), takes CUDA's libraries from the image's
-#   Python packages (nvidia-*), and writes what it prints to $OUT/gpu-check.log as well. DEVICE=cpu runs
-#   steps 2-4 on the CPU at a small size, which checks this script on a machine without a GPU.
-set -euo pipefail
+#   builds build-gpu-pack/ (or $PACK_BUILD_DIR; CUDA, no MPI: every check uses one GPU, and the
+#   device machine has no Open MPI), gives its programs an RPATH of $ORIGIN/../lib, then
+#   /usr/local/cuda/lib64 (patchelf: scripts/install-deps.sh --bench), and packs them with the
+#   shared libraries they need, apart from glibc's own and CUDA's, and the source's git revision,
+#   into gpu-pack.tar.gz (git-ignored), for the device tool to carry.
+# There:  scripts/gpu_check.sh STEP... (or `all`)
+#   unpacks gpu-pack.tar.gz into /tmp (without one it runs build/'s programs), prints the pack's
+#   revision, nvidia-smi and what the programs' libraries resolve to (misses first), then runs
+#   each STEP under `timeout`, goes on after one fails, and prints a table of the steps last. It
+#   exits 0 only when every step passed. What it prints also goes to $OUT/gpu-check.log (OUT:
+#   the device tool's folder of files to bring back; /tmp/gpu-check-out without one); the
+#   fp32 step's loss curves to $OUT/fp32-curve.tsv, and the runs' metrics to $OUT/runs.tar.gz.
+#   Nothing is put on LD_LIBRARY_PATH: PyTorch, in the same call, keeps its own CUDA libraries.
+#
+# Steps, with the time each is expected to take on one H100 (not yet measured), and its limit:
+#   kernels      every CUDA op against its CPU reference (test_cuda_kernels)    < 1 min, 3 min
+#   large        the same at the benchmark's shapes (test_cuda_kernels --large) ~ 3 min, 7 min
+#   memcheck     test_cuda_kernels under compute-sanitizer memcheck           unknown, 8 min
+#   racecheck    test_cuda_kernels under compute-sanitizer racecheck          unknown, 8 min
+#   fp32         200 steps on the GPU against the same on the CPU: every step's loss within
+#                FP32_TOLERANCE (1e-4) relative; the whole curve in $OUT/fp32-curve.tsv
+#                                                                               < 1 min, 4 min
+#   bf16         a bf16 run whose final loss is within 2% of the fp32 run's      < 1 min, 3 min
+#   sigterm      a stop signal raised at step 233 (TRAINCTL_TEST_SIGNAL_AT_STEP) must stop the
+#                run there; resumed, it ends bitwise equal to an uninterrupted run < 1 min, 4 min
+#   crossdevice  a checkpoint the GPU wrote resumes on the CPU, and the reverse; each ends within
+#                FP32_TOLERANCE of the run that never changed device            < 1 min, 4 min
+#   bench        the MLP of 4 x 8192 hidden, batch 8192, fp32 and bf16: samples/s, TFLOP/s and
+#                MFU, beside PyTorch eager and torch.compile (scripts/bench_gpu_mlp.py)
+#                                                                               ~ 4 min,  8 min
+# A call starts no step with less than 30 s left of GPU_CHECK_BUDGET (570 s: the tool's
+# 10 minutes, less the unpacking), and shortens the limit of the last one to fit; what it skips
+# shows as SKIP in the table.
+#
+# The device calls, in order (each `run` with carry ["gpu-pack.tar.gz"]):
+#   1. scripts/gpu_check.sh kernels fp32 bf16 sigterm crossdevice    correctness, small sizes
+#   2. scripts/gpu_check.sh large bench                              the benchmark's shapes, speed
+#   3. scripts/gpu_check.sh memcheck racecheck                       compute-sanitizer
+# DEVICE=cpu runs the training steps on the CPU alone, at a small size, and skips the others: a
+# check of this script and of the pack on a machine without a GPU.
+set -uo pipefail
 cd "$(dirname "$0")/.."
+self=$PWD/scripts/gpu_check.sh
+pack_build=${PACK_BUILD_DIR:-build-gpu-pack}
+
+# Step limits in seconds.
+declare -A step_limit=([kernels]=180 [large]=420 [memcheck]=480 [racecheck]=480 [fp32]=240 [bf16]=180
+  [sigterm]=240 [crossdevice]=240 [bench]=480)
+all_steps=(kernels large memcheck racecheck fp32 bf16 sigterm crossdevice bench)
 
 if [ "${1:-}" = --pack ]; then
+  set -e
   export PATH="$PATH:/usr/local/cuda/bin"
-  [ -f build-gpu/build.ninja ] || meson setup build-gpu -Dcuda=enabled -Dmpi=disabled >/dev/null
-  ninja -C build-gpu >/dev/null
-  rm -rf gpu-pack && mkdir -p gpu-pack/lib
-  programs=(build-gpu/cli/trainctl build-gpu/runtime/trainctl-runtime build-gpu/tests/test_cuda_kernels)
-  cp "${programs[@]}" gpu-pack/
-  ldd "${programs[@]}" | awk '/=> \// { print $3 }' | sort -u |
-    grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libcuda[^/]*|libcublas[^/]*|libnccl[^/]*)\.so' |
+  [ -f "$pack_build/build.ninja" ] || meson setup "$pack_build" -Dcuda=enabled -Dmpi=disabled >/dev/null
+  ninja -C "$pack_build" cli/trainctl runtime/trainctl-runtime tests/test_cuda_kernels >/dev/null
+  rm -rf gpu-pack && mkdir -p gpu-pack/bin gpu-pack/lib
+  packed=("$pack_build/cli/trainctl" "$pack_build/runtime/trainctl-runtime" "$pack_build/tests/test_cuda_kernels")
+  cp "${packed[@]}" gpu-pack/bin/
+  # Only the pack's libraries and CUDA's, in that order, not the build machine's directories
+  # that meson put first. DT_RPATH (--force-rpath), not RUNPATH: it also serves the packed
+  # libraries' own needs (libhdf5's libsz, ...), which the programs' RUNPATH would not.
+  # shellcheck disable=SC2016 # $ORIGIN is for ld.so
+  patchelf --force-rpath --set-rpath '$ORIGIN/../lib:/usr/local/cuda/lib64' gpu-pack/bin/*
+  # Left out: glibc's own libraries, which must be the device machine's (they go with its
+  # ld-linux), and CUDA's, which must match its driver and are too large to carry.
+  ldd "${packed[@]}" | awk '/=> \// { print $3 }' | sort -u |
+    grep -vE '/(libc|libm|libmvec|libresolv|libpthread|libdl|librt|libutil|libanl|ld-linux[^/]*)\.so|^/usr/local/cuda' |
     xargs -I{} cp -L {} gpu-pack/lib/
-  tar -cJf gpu-pack.tar.xz gpu-pack && rm -rf gpu-pack
-  du -h gpu-pack.tar.xz
+  echo "$(git describe --always --dirty --abbrev=12) $(git log -1 --format=%cI) packed $(date -u +%FT%TZ)" >gpu-pack/REVISION
+  tar -czf gpu-pack.tar.gz gpu-pack && rm -rf gpu-pack
+  echo "gpu-pack.tar.gz: $(du -h gpu-pack.tar.gz | cut -f1), $(tar -tzf gpu-pack.tar.gz | grep -c '/lib/.') libraries"
   exit 0
 fi
 
-if [ -f gpu-pack.tar.xz ]; then
-  tar -xJf gpu-pack.tar.xz -C /tmp
-  programs=/tmp/gpu-pack
-  export LD_LIBRARY_PATH="$programs/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-else
-  programs=$PWD/build
-fi
-trainctl=$programs/trainctl
-[ -x "$trainctl" ] || trainctl=$programs/cli/trainctl
-kernel_test=$programs/test_cuda_kernels
-[ -x "$kernel_test" ] || kernel_test=$programs/tests/test_cuda_kernels
-# CUDA's libraries as the image's PyTorch has them (pip's nvidia-* packages), when present.
-nvidia_root=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__file__ or nvidia.__path__[0]))' 2>/dev/null || true)
-for lib in "$nvidia_root"/nvidia/*/lib; do
-  [ -d "$lib" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$lib"
-done
-device=${DEVICE:-cuda}
-out=${OUT:-$PWD/gpu-check-out}
-mkdir -p "$out"
-work=$(mktemp -d /tmp/trainctl-gpu.XXXXXX)
-exec > >(tee "$out/gpu-check.log") 2>&1
-echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo 'no GPU')"
-failures=0
-# check LABEL COMMAND...
-check() {
-  local label=$1
-  shift
-  if "$@"; then echo "PASS: $label"; else echo "FAIL: $label"; failures=$((failures + 1)); fi
-}
+# ---- One step, run by the loop below as `gpu_check.sh --step NAME` under `timeout`; its
+# ---- settings come from the environment the loop exports. Each fails at its first error.
 
-if [ "$device" = cuda ]; then
-  echo "== 1. kernels against their CPU references"
-  check "kernels within tolerance of the CPU reference" "$kernel_test"
-fi
-
-# config NAME DEVICE PRECISION STEPS HIDDEN BATCH: a one-rank config in $work/NAME.toml.
+# config NAME DEVICE PRECISION STEPS [CHECKPOINT_EVERY]: a one-rank config in $work/NAME.toml,
+# of $hidden and $batch, saving every 50 steps unless told otherwise.
 config() {
   cat >"$work/$1.toml" <<EOF
 [job]
 name = "$1"
 gpus_per_node = $([ "$2" = cuda ] && echo 1 || echo 0)
+cpus_per_rank = $threads
 [model]
 inputs = $features
-hidden = $5
+hidden = $hidden
 classes = $classes
 activation = "gelu"
 [data]
-train = "$work/train.h5"
+train = "$work/$data"
 [train]
 steps = $4
-micro_batch = $6
+micro_batch = $batch
 optimizer = "adamw"
 lr = 1e-3
 weight_decay = 0.01
@@ -97,79 +107,271 @@ log_every = 1
 device = "$2"
 precision = "$3"
 [checkpoint]
-every_steps = 50
+every_steps = ${5:-50}
 keep_last = 2
 EOF
 }
-train() { "$trainctl" run "$work/$1.toml" --run-dir "$work/runs/$1" "${@:2}"; }
+# train NAME [--resume]: the run of config NAME in $work/runs/NAME; what trainctl printed is in
+# $work/NAME.out, and its end is shown when the run exits non-zero.
+train() {
+  local code=0
+  "$trainctl" run "$work/$1.toml" --run-dir "$work/runs/$1" "${@:2}" >>"$work/$1.out" 2>&1 || code=$?
+  [ "$code" -eq 0 ] || { echo "trainctl run $*: exit $code; its last lines:"; tail -n 5 "$work/$1.out"; }
+  return "$code"
+}
+# A run of config NAME, unless an earlier step of this call made it (one it cut short is redone).
+trained() {
+  [ -f "$work/runs/$1/completed.step" ] && return
+  rm -rf "$work/runs/$1" "$work/$1.out"
+  train "$1"
+}
+# stopped_at STEP NAME: the run of config NAME, whose rank 0 raises SIGTERM once STEP is done
+# (the runtime's test hook): it must stop at exactly that step, saved, for a resume.
+stopped_at() {
+  local step=$1 name=$2 stopped
+  TRAINCTL_TEST_SIGNAL_AT_STEP=$step "$trainctl" run "$work/$name.toml" --run-dir "$work/runs/$name" \
+    >>"$work/$name.out" 2>&1 && { echo "$name: the run ignored the stop signal raised at step $step"; return 1; }
+  stopped=$(sed -nE 's/.*"step":([0-9]+),"event":"stop".*/\1/p' "$work/runs/$name/metrics.jsonl")
+  echo "$name: asked to stop at step $step; stopped at step ${stopped:-(none)}"
+  [ "$stopped" = "$step" ] && grep -q "stopped by a signal after saving" "$work/$name.out" ||
+    { tail -n 5 "$work/$name.out"; return 1; }
+}
 losses() { sed -nE 's/.*"loss":([-0-9.e+]+).*/\1/p' "$work/runs/$1/metrics.jsonl"; }
+final_checkpoint() { printf '%s/runs/%s/checkpoints/step-%08d.h5' "$work" "$1" "$2"; }
+needs_gpu() { [ "$device" = cuda ] || { echo "SKIP: needs a GPU (DEVICE=$device)"; exit 77; }; }
 
-features=64 classes=16
-[ "$device" = cuda ] && hidden='[1024, 1024]' batch=256 || hidden='[64, 64]' batch=32
-"$trainctl" data synth -o "$work/train.h5" --samples 16384 --features $features --classes $classes --seed 3 >/dev/null
+# The small runs' data and shapes: one rank, 200 steps in seconds on either device.
+small_runs() {
+  features=64 classes=16 data=train.h5
+  if [ "$device" = cuda ]; then hidden='[1024, 1024]' batch=256; else hidden='[64, 64]' batch=32; fi
+  [ -f "$work/$data" ] ||
+    "$trainctl" data synth -o "$work/$data" --samples 16384 --features "$features" --classes "$classes" --seed 3 >/dev/null
+}
 
-echo "== 2. $device fp32 against the CPU, 200 steps, 1e-4 relative"
-config cpu cpu fp32 200 "$hidden" $batch
-config fp32 "$device" fp32 200 "$hidden" $batch
-train cpu >/dev/null
-train fp32 >/dev/null
-losses cpu >"$work/cpu.losses"
-losses fp32 >"$work/fp32.losses"
-check "loss curve within 1e-4 of the CPU's" python3 -c '
+# The fp32 runs on the CPU and on $device, 200 steps each.
+fp32_runs() {
+  small_runs
+  config cpu cpu fp32 200
+  config fp32 "$device" fp32 200
+  trained cpu
+  trained fp32
+}
+
+# Succeeds when `actual` is within FP32_TOLERANCE relative of `expected`; prints both.
+within_fp32_tolerance() {
+  python3 -c '
+import sys
+what, expected, actual, tolerance = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+relative = abs(actual - expected) / abs(expected)
+print(f"{what}: {actual:.9g} against {expected:.9g}, relative {relative:.3g} (tolerance {tolerance:g})")
+sys.exit(0 if relative <= tolerance else 1)' "$@" "$fp32_tolerance"
+}
+
+step_kernels() {
+  needs_gpu
+  "$kernel_test"
+}
+
+step_large() {
+  needs_gpu
+  "$kernel_test" --large
+}
+
+# sanitize TOOL ARGS...: the kernel test under compute-sanitizer's TOOL; any error it reports fails.
+sanitize() {
+  needs_gpu
+  local sanitizer
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  "$sanitizer" --tool "$@" --error-exitcode 1 "$kernel_test"
+}
+step_memcheck() { sanitize memcheck; }
+step_racecheck() { sanitize racecheck --racecheck-report all; }
+
+step_fp32() {
+  fp32_runs
+  losses cpu >"$work/cpu.losses"
+  losses fp32 >"$work/fp32.losses"
+  python3 -c '
 import sys
 cpu = [float(v) for v in open(sys.argv[1])]
 gpu = [float(v) for v in open(sys.argv[2])]
-assert len(cpu) == len(gpu) == 200, (len(cpu), len(gpu))
-worst = max(range(200), key=lambda i: abs(gpu[i] - cpu[i]) / abs(cpu[i]))
-rel = abs(gpu[worst] - cpu[worst]) / abs(cpu[worst])
-print(f"worst step {worst + 1}: cpu {cpu[worst]:.9g} gpu {gpu[worst]:.9g} relative {rel:.3g}")
-sys.exit(0 if rel <= 1e-4 else 1)' "$work/cpu.losses" "$work/fp32.losses"
+tolerance, curve_path = float(sys.argv[3]), sys.argv[4]
+assert len(cpu) == len(gpu) == 200, f"{len(cpu)} CPU and {len(gpu)} GPU losses, expected 200 each"
+relative = [abs(g - c) / abs(c) for c, g in zip(cpu, gpu)]
+with open(curve_path, "w") as curve:
+    curve.write("step\tcpu\tgpu\trelative\n")
+    for step, (c, g, r) in enumerate(zip(cpu, gpu, relative), 1):
+        curve.write(f"{step}\t{c:.9g}\t{g:.9g}\t{r:.3g}\n")
+for first in range(0, 200, 50):
+    window = relative[first:first + 50]
+    print(f"steps {first + 1}-{first + 50}: largest relative difference {max(window):.3g}, mean {sum(window) / 50:.3g}")
+worst = max(range(200), key=lambda i: relative[i])
+print(f"worst step {worst + 1}: cpu {cpu[worst]:.9g} gpu {gpu[worst]:.9g} relative {relative[worst]:.3g} "
+      f"(tolerance {tolerance:g}); every step in {curve_path}")
+sys.exit(0 if relative[worst] <= tolerance else 1)' "$work/cpu.losses" "$work/fp32.losses" "$fp32_tolerance" "$out/fp32-curve.tsv"
+}
 
-echo "== 3. bf16 against fp32: final loss within 2%"
-config bf16 "$device" bf16 200 "$hidden" $batch
-train bf16 >/dev/null
-check "bf16 final loss within 2% of fp32" python3 -c '
+step_bf16() {
+  fp32_runs
+  config bf16 "$device" bf16 200
+  trained bf16
+  python3 -c '
 import sys
 fp32, bf16 = float(sys.argv[1]), float(sys.argv[2])
-print(f"final loss fp32 {fp32:.6g} bf16 {bf16:.6g} ({(bf16 - fp32) / fp32:+.3%})")
+print(f"final loss fp32 {fp32:.6g} bf16 {bf16:.6g} ({(bf16 - fp32) / fp32:+.3%}; within 2% passes)")
 sys.exit(0 if abs(bf16 - fp32) <= 0.02 * abs(fp32) else 1)' "$(losses fp32 | tail -n 1)" "$(losses bf16 | tail -n 1)"
+}
 
-echo "== 4. SIGTERM mid-run, resume, bitwise equal to an uninterrupted run"
-config whole "$device" fp32 600 "$hidden" $batch
-config split "$device" fp32 600 "$hidden" $batch
-train whole >/dev/null
-train split >/dev/null 2>&1 &
-runner=$!
-until [ "$(losses split 2>/dev/null | wc -l)" -ge 150 ]; do sleep 0.05; done
-pkill -TERM -f "trainctl-runtime --run-dir $work/runs/split" || true
-wait "$runner" || true
-stopped=$(sed -nE 's/.*"step":([0-9]+),"event":"stop".*/\1/p' "$work/runs/split/metrics.jsonl")
-echo "stopped at step ${stopped:-?}"
-train split --resume >/dev/null
-check "resumed weights bitwise equal" "$trainctl" ckpt diff "$work/runs/whole/checkpoints/step-00000600.h5" "$work/runs/split/checkpoints/step-00000600.h5"
+step_sigterm() {
+  small_runs
+  config whole "$device" fp32 600
+  config split "$device" fp32 600
+  trained whole
+  stopped_at 233 split
+  train split --resume
+  "$trainctl" ckpt diff "$(final_checkpoint whole 600)" "$(final_checkpoint split 600)"
+}
 
-if [ "$device" = cuda ]; then
-  echo "== 5. throughput: MLP 4 x 8192 hidden, batch 8192, against PyTorch"
-  features=1024 classes=1024
-  "$trainctl" data synth -o "$work/train.h5" --samples 65536 --features $features --classes $classes --seed 3 >/dev/null
+# The run NAME on FROM stopped at step 100 and resumed on TO: it must end within FP32_TOLERANCE
+# of the run that stayed on TO.
+check_resume_across() {
+  local name=$1 from=$2 to=$3 unchanged=$4
+  config "$name" "$from" fp32 200
+  config "$name-on-$to" "$to" fp32 200
+  stopped_at 100 "$name" || return 1
+  "$trainctl" run "$work/$name-on-$to.toml" --run-dir "$work/runs/$name" --resume >"$work/$name-resume.out" 2>&1 ||
+    { tail -n 5 "$work/$name-resume.out"; return 1; }
+  "$trainctl" ckpt verify "$(final_checkpoint "$name" 200)" >/dev/null || return 1
+  within_fp32_tolerance "$name: final loss, stopped on $from at step 100 and resumed on $to, against $to alone" \
+    "$(losses "$unchanged" | tail -n 1)" "$(losses "$name" | tail -n 1)"
+}
+
+step_crossdevice() {
+  fp32_runs
+  local failed=0
+  check_resume_across gpu-to-cpu "$device" cpu cpu || failed=1
+  check_resume_across cpu-to-gpu cpu "$device" fp32 || failed=1
+  return "$failed"
+}
+
+step_bench() {
+  needs_gpu
+  features=1024 classes=1024 hidden='[8192, 8192, 8192, 8192]' batch=8192 data=bench.h5
+  "$trainctl" data synth -o "$work/$data" --samples 65536 --features "$features" --classes "$classes" --seed 3 >/dev/null
+  local precision failed=0
   for precision in fp32 bf16; do
-    config "big-$precision" cuda $precision 60 '[8192, 8192, 8192, 8192]' 8192
-    train "big-$precision" >/dev/null
-    # The median of the logged rates after the first 10 steps (warm-up), and FLOPs per sample:
-    # 2 per multiply-add, forward plus two backward GEMMs.
+    config "bench-$precision" cuda "$precision" 60 0
+    train "bench-$precision" || { failed=1; continue; }
+    # The median after 10 warm-up steps. FLOPs per sample: 2 per multiply-add, forward and the
+    # two backward GEMMs. MFU is the runtime's, against its device's dense peak for the precision.
     python3 -c '
 import json, statistics, sys
-rates = [json.loads(l)["samples_per_s"] for l in open(sys.argv[1]) if "\"loss\"" in l][10:]
+lines = [json.loads(line) for line in open(sys.argv[1])]
+steps = [line for line in lines if "loss" in line][10:]
 widths = [1024, 8192, 8192, 8192, 8192, 1024]
 flops = 6 * sum(a * b for a, b in zip(widths, widths[1:]))
-rate = statistics.median(rates)
-print(f"trainctl {sys.argv[2]}: {rate:,.0f} samples/s, {rate * flops / 1e12:.1f} TFLOP/s, MFU {rate * flops / 989e12:.1%} of 989 TFLOP/s")
-' "$work/runs/big-$precision/metrics.jsonl" "$precision"
+rate = statistics.median(line["samples_per_s"] for line in steps)
+mfu = [line["mfu"] for line in steps if line.get("mfu") is not None]
+mfu_text = f"MFU {statistics.median(mfu):.1%}" if mfu else "MFU unknown (no peak for this GPU)"
+print(f"trainctl {sys.argv[2]}: {rate:,.0f} samples/s, {rate * flops / 1e12:.1f} TFLOP/s, {mfu_text}")
+' "$work/runs/bench-$precision/metrics.jsonl" "$precision"
+    # Its checkpoint is 2.6 GB.
+    rm -rf "$work/runs/bench-$precision/checkpoints"
   done
-  python3 scripts/bench_gpu_mlp.py --features $features --classes $classes --hidden 8192 --layers 4 --batch 8192 ||
-    echo "FAIL: the PyTorch peer did not run"
+  python3 scripts/bench_gpu_mlp.py --features "$features" --classes "$classes" --hidden 8192 --layers 4 --batch 8192 ||
+    failed=1
+  return "$failed"
+}
+
+if [ "${1:-}" = --step ]; then
+  set -e
+  "step_$2"
+  exit
 fi
 
-echo "== $failures check(s) failed"
+# ---- The loop: which steps, where the programs are, what they resolve to, then every step.
+usage="usage: scripts/gpu_check.sh --pack | STEP... | all   (steps: ${all_steps[*]})"
+[ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
+steps=("$@")
+[ "$*" = all ] && steps=("${all_steps[@]}")
+for step in "${steps[@]}"; do
+  [ -n "${step_limit[$step]:-}" ] || { echo "unknown step '$step'; $usage" >&2; exit 2; }
+done
+
+deadline=$((SECONDS + ${GPU_CHECK_BUDGET:-570}))
+export device=${DEVICE:-cuda}
+export out=${OUT:-/tmp/gpu-check-out}
+export fp32_tolerance=${FP32_TOLERANCE:-1e-4}
+export work threads
+work=$(mktemp -d /tmp/trainctl-gpu.XXXXXX)
+threads=$(nproc)
+[ "$threads" -gt 8 ] && threads=8
+mkdir -p "$out"
+exec > >(tee "$out/gpu-check.log") 2>&1
+log_writer=$!
+
+if [ -f gpu-pack.tar.gz ]; then
+  rm -rf /tmp/gpu-pack && tar -xzf gpu-pack.tar.gz -C /tmp
+  programs=/tmp/gpu-pack/bin
+  revision="pack $(cat /tmp/gpu-pack/REVISION)"
+else
+  programs=$PWD/build
+  revision="build/ of $(git describe --always --dirty --abbrev=12 2>/dev/null || echo 'an unknown revision')"
+fi
+export trainctl=$programs/trainctl kernel_test=$programs/test_cuda_kernels
+[ -x "$trainctl" ] || trainctl=$programs/cli/trainctl
+[ -x "$kernel_test" ] || kernel_test=$programs/tests/test_cuda_kernels
+runtime=$(dirname "$trainctl")/trainctl-runtime
+[ -x "$runtime" ] || runtime=$programs/runtime/trainctl-runtime
+
+echo "== $(date -u +%FT%TZ) gpu_check ${steps[*]} on $device; $revision"
+echo "== nvidia-smi"
+if command -v nvidia-smi >/dev/null; then nvidia-smi 2>&1; else echo "no nvidia-smi: no GPU here"; fi
+echo "== the programs' shared libraries"
+for program in "$trainctl" "$runtime" "$kernel_test"; do
+  [ -x "$program" ] || { echo "$program: missing"; continue; }
+  resolved=$(ldd "$program" 2>&1)
+  misses=$(grep 'not found' <<<"$resolved" | awk '{ print $1 }' | tr '\n' ' ')
+  from_pack=$(grep -c "=> $(dirname "$program")/../lib/" <<<"$resolved")
+  elsewhere=$(grep -vE "=> $(dirname "$program")/../lib/|not found|linux-vdso" <<<"$resolved" | awk '{ print $3 }' |
+    tr '\n' ' ')
+  echo "$(basename "$program"): MISSING: ${misses:-none}; $from_pack from the pack; the rest: $elsewhere"
+done
+
+declare -A result seconds
+failures=0
+for step in "${steps[@]}"; do
+  limit=${step_limit[$step]}
+  left=$((deadline - SECONDS))
+  if [ "$left" -lt 30 ]; then
+    result[$step]="SKIP (no time left in this call)" seconds[$step]=0
+    continue
+  fi
+  [ "$left" -lt "$limit" ] && limit=$left
+  echo
+  echo "== $step (limit ${limit} s)"
+  started=$SECONDS
+  timeout --kill-after=10 "$limit" bash "$self" --step "$step"
+  code=$?
+  seconds[$step]=$((SECONDS - started))
+  case $code in
+    0) result[$step]=PASS ;;
+    77) result[$step]=SKIP ;;
+    124 | 137) result[$step]="FAIL (timed out after $limit s)" failures=$((failures + 1)) ;;
+    *) result[$step]="FAIL (exit $code)" failures=$((failures + 1)) ;;
+  esac
+  echo "-- $step: ${result[$step]} in ${seconds[$step]} s"
+done
+
+# The runs' metrics and what trainctl printed, for a look afterwards.
+(cd "$work" && find . -name metrics.jsonl -o -name '*.out' -o -name '*.toml' | tar -czf "$out/runs.tar.gz" -T -)
 rm -rf "$work"
+echo
+echo "== summary: $revision, $device"
+printf '%-12s %-36s %8s\n' step result seconds
+for step in "${steps[@]}"; do printf '%-12s %-36s %8s\n' "$step" "${result[$step]}" "${seconds[$step]}"; done
+echo "== $failures step(s) failed"
+# The log is complete when tee has written the last line.
+exec >&- 2>&-
+wait "$log_writer"
 exit $((failures > 0))

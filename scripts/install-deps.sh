@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages trainctl builds, tests and runs with.
 # Idempotent: packages already present are skipped, so a second call costs one dpkg query.
-# Usage: scripts/install-deps.sh [--bench]   (--bench adds what the benchmarks need beyond the tests)
+# Usage: scripts/install-deps.sh [--bench]   (--bench adds what the benchmarks need beyond the tests,
+# patchelf for scripts/gpu_check.sh --pack among them)
 set -euo pipefail
 
 packages=(
@@ -14,7 +15,7 @@ packages=(
   procps  # pgrep: the cluster script and the tests watch daemons with it; minimal systems lack it
   python3 python3-torch python3-h5py
 )
-[[ "${1:-}" == "--bench" ]] && packages+=(bc)
+[[ "${1:-}" == "--bench" ]] && packages+=(bc patchelf)
 
 missing=()
 for p in "${packages[@]}"; do

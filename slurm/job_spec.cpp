@@ -3,8 +3,9 @@
 // those lines itself and nothing in them can be quoted (render.cpp relies on this).
 #include "job_spec.h"
 
-#include <regex>
-#include <sstream>
+#include <algorithm>
+#include <charconv>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -15,55 +16,102 @@ namespace trainctl {
 
 namespace {
 
-constexpr size_t kMaxJobNameLength = 64;
 constexpr int64_t kMaxSignalGraceSeconds = 65535;  // the largest delay sbatch --signal accepts
+constexpr int64_t kMaxTimeLimitDays = 365;
+constexpr int64_t kMaxTimeLimitSeconds = kMaxTimeLimitDays * 86400;
+// One exported variable is one string of the environment, which execve caps at 128 KiB.
+constexpr size_t kMaxEnvValueLength = 65536;
+constexpr size_t kMaxSetupLineLength = 65536;
 
-struct Pattern {
-  std::regex regex;
-  const char* allowed;  // completes "may contain only ..." / "must be ..."
-};
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_letter(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+bool is_digits(std::string_view text) { return !text.empty() && std::all_of(text.begin(), text.end(), is_digit); }
 
-const Pattern kSlurmName{std::regex("[A-Za-z0-9._-]+"), "may contain only letters, digits, '.', '_' and '-'"};
-const Pattern kConstraint{std::regex(R"([A-Za-z0-9_.&|!()\[\]*,:-]+)"),
-                          "may contain only letters, digits and the characters _.&|!()[]*,:-"};
-const Pattern kHostList{std::regex(R"([A-Za-z0-9_.,\[\]-]+)"),
-                        "may contain only letters, digits and the characters _.,[]- (a host list such as "
-                        "\"n[1-4],gpu7\")"};
-const Pattern kMemory{std::regex("[0-9]+[KMGT]?"),
-                      "must be a number with an optional unit K, M, G or T, such as \"4000\" or \"16G\""};
-const Pattern kSlurmTime{std::regex("[0-9]+(:[0-9]+){0,2}|[0-9]+-[0-9]+(:[0-9]+){0,2}"),
-                         "must be a SLURM time \"M\", \"M:S\", \"H:M:S\", \"D-H\", \"D-H:M\" or \"D-H:M:S\" "
-                         "(digits only), or an integer number of minutes"};
-const Pattern kShellIdentifier{std::regex("[A-Za-z_][A-Za-z0-9_]*"),
-                               "must be a shell variable name: a letter or '_', then letters, digits or '_'"};
-
-// Empty values get their own message: "may contain only ..." would not say what is wrong.
-void require(TableReader& reader, std::string_view key, const std::string& value, const Pattern& pattern) {
-  if (value.empty()) reader.fail(key, "must not be empty");
-  if (!std::regex_match(value, pattern.regex)) reader.fail(key, fmt::format("{} (got {:?})", pattern.allowed, value));
+// Letters, digits and `punctuation` only.
+bool only(std::string_view text, std::string_view punctuation) {
+  return std::all_of(text.begin(), text.end(), [&](char c) {
+    return is_letter(c) || is_digit(c) || punctuation.find(c) != std::string_view::npos;
+  });
 }
 
-std::optional<std::string> optional_matching(TableReader& reader, std::string_view key, const Pattern& pattern) {
-  std::optional<std::string> value = reader.optional_string(key);
-  if (value) require(reader, key, *value, pattern);
-  return value;
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> fields;
+  for (size_t begin = 0;;) {
+    const size_t end = text.find(separator, begin);
+    fields.push_back(text.substr(begin, end == std::string_view::npos ? std::string_view::npos : end - begin));
+    if (end == std::string_view::npos) return fields;
+    begin = end + 1;
+  }
 }
 
-// SLURM takes a bare number as minutes, so an integer is accepted and kept as its decimal text.
-// A SLURM time limit in seconds: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (already validated).
-int64_t time_limit_seconds(const std::string& time) {
+// The seconds of a SLURM time limit "M", "M:S", "H:M:S", "D-H", "D-H:M" or "D-H:M:S", capped at
+// kMaxTimeLimitSeconds + 1 so that no number of digits can overflow; nullopt for any other form.
+std::optional<int64_t> time_limit_seconds(std::string_view time) {
   const size_t dash = time.find('-');
-  const int64_t days = dash == std::string::npos ? 0 : std::stoll(time.substr(0, dash));
-  std::vector<int64_t> fields;
-  std::stringstream rest(dash == std::string::npos ? time : time.substr(dash + 1));
-  for (std::string field; std::getline(rest, field, ':');) fields.push_back(std::stoll(field));
+  const bool has_days = dash != std::string_view::npos;
+  const std::vector<std::string_view> fields = split(has_days ? time.substr(dash + 1) : time, ':');
+  if (fields.size() > 3 || !std::all_of(fields.begin(), fields.end(), is_digits)) return std::nullopt;
+  if (has_days && !is_digits(time.substr(0, dash))) return std::nullopt;
+  constexpr int64_t kCap = kMaxTimeLimitSeconds + 1;
+  int64_t seconds = 0;
+  auto add = [&](std::string_view digits, int64_t unit) {
+    int64_t value = kCap;
+    if (std::from_chars(digits.data(), digits.data() + digits.size(), value).ec != std::errc{}) value = kCap;
+    seconds = std::min(kCap, seconds + std::min(value, kCap) * unit);
+  };
+  if (has_days) add(time.substr(0, dash), 86400);
   // Without days the fields are [M], [M, S] or [H, M, S]; with days, [H], [H, M] or [H, M, S].
   static constexpr int64_t kUnitsWithoutDays[3][3] = {{60}, {60, 1}, {3600, 60, 1}};
   static constexpr int64_t kUnitsWithDays[3][3] = {{3600}, {3600, 60}, {3600, 60, 1}};
-  const auto& units = dash == std::string::npos ? kUnitsWithoutDays[fields.size() - 1] : kUnitsWithDays[fields.size() - 1];
-  int64_t seconds = days * 86400;
-  for (size_t i = 0; i < fields.size(); ++i) seconds += fields[i] * units[i];
+  const auto& units = has_days ? kUnitsWithDays[fields.size() - 1] : kUnitsWithoutDays[fields.size() - 1];
+  for (size_t i = 0; i < fields.size(); ++i) add(fields[i], units[i]);
   return seconds;
+}
+
+// What a value may hold, checked by plain loops (a regex would recurse per character and can
+// overflow the stack on a long value), after its length.
+struct Rule {
+  size_t max_length;
+  bool (*matches)(std::string_view);
+  const char* allowed;  // completes "may contain only ..." / "must be ..."
+};
+
+constexpr const char* kSlurmNameChars = "may contain only letters, digits, '.', '_' and '-'";
+const Rule kJobName{64, [](std::string_view v) { return only(v, "._-"); }, kSlurmNameChars};
+const Rule kSlurmName{128, [](std::string_view v) { return only(v, "._-"); }, kSlurmNameChars};
+const Rule kConstraint{4096, [](std::string_view v) { return only(v, "_.&|!()[]*,:-"); },
+                       "may contain only letters, digits and the characters _.&|!()[]*,:-"};
+const Rule kHostList{4096, [](std::string_view v) { return only(v, "_.,[]-"); },
+                     "may contain only letters, digits and the characters _.,[]- (a host list such as "
+                     "\"n[1-4],gpu7\")"};
+const Rule kMemory{32,
+                   [](std::string_view v) {
+                     const bool unit = std::string_view("KMGT").find(v.back()) != std::string_view::npos;
+                     return is_digits(unit ? v.substr(0, v.size() - 1) : v);
+                   },
+                   "must be a number with an optional unit K, M, G or T, such as \"4000\" or \"16G\""};
+const Rule kSlurmTime{32, [](std::string_view v) { return time_limit_seconds(v).has_value(); },
+                      "must be a SLURM time \"M\", \"M:S\", \"H:M:S\", \"D-H\", \"D-H:M\" or \"D-H:M:S\" "
+                      "(digits only), or an integer number of minutes"};
+const Rule kShellIdentifier{256,
+                            [](std::string_view v) { return !is_digit(v.front()) && only(v, "_"); },
+                            "must be a shell variable name: a letter or '_', then letters, digits or '_'"};
+
+std::string too_long(size_t max_length, size_t length) {
+  return fmt::format("must be at most {} characters (got {})", max_length, length);
+}
+
+// Empty values get their own message: "may contain only ..." would not say what is wrong.
+void require(TableReader& reader, std::string_view key, const std::string& value, const Rule& rule) {
+  if (value.empty()) reader.fail(key, "must not be empty");
+  if (value.size() > rule.max_length) reader.fail(key, too_long(rule.max_length, value.size()));
+  if (!rule.matches(value)) reader.fail(key, fmt::format("{} (got {:?})", rule.allowed, value));
+}
+
+std::optional<std::string> optional_matching(TableReader& reader, std::string_view key, const Rule& rule) {
+  std::optional<std::string> value = reader.optional_string(key);
+  if (value) require(reader, key, *value, rule);
+  return value;
 }
 
 // slurmctld sends the --signal warning once now + grace + its periodic check interval (30 s)
@@ -72,7 +120,7 @@ constexpr int64_t kSlurmTimeLimitCheckSeconds = 30;
 
 void check_signal_fits_time(TableReader& reader, const JobSpec& job) {
   if (!job.time) return;
-  const int64_t limit = time_limit_seconds(*job.time);
+  const int64_t limit = *time_limit_seconds(*job.time);
   if (job.signal_grace + kSlurmTimeLimitCheckSeconds < limit) return;
   reader.fail(reader.has("signal_grace") ? "signal_grace" : "time",
               fmt::format("signal_grace ({} s) plus SLURM's {} s time-limit check must be less than job.time ({} s), "
@@ -80,12 +128,17 @@ void check_signal_fits_time(TableReader& reader, const JobSpec& job) {
                           job.signal_grace, kSlurmTimeLimitCheckSeconds, limit));
 }
 
+// SLURM takes a bare number as minutes, so an integer is accepted and kept as its decimal text.
 std::optional<std::string> parse_time(TableReader& reader, const toml::table& job_table) {
   const toml::node* node = job_table.get("time");
-  if (node != nullptr && node->is_integer()) return std::to_string(reader.integer("time", std::nullopt, 1));
+  if (node != nullptr && node->is_integer())
+    return std::to_string(reader.integer("time", std::nullopt, 1, kMaxTimeLimitSeconds / 60));
   if (node != nullptr && !node->is_string())
     reader.fail("time", "expected a SLURM time string such as \"1:00:00\" or an integer number of minutes");
-  return optional_matching(reader, "time", kSlurmTime);
+  std::optional<std::string> time = optional_matching(reader, "time", kSlurmTime);
+  if (time && *time_limit_seconds(*time) > kMaxTimeLimitSeconds)
+    reader.fail("time", fmt::format("must be at most {} days (got {:?})", kMaxTimeLimitDays, *time));
+  return time;
 }
 
 std::map<std::string, std::string> parse_env(TableReader& reader, const toml::table& job_table,
@@ -95,13 +148,13 @@ std::map<std::string, std::string> parse_env(TableReader& reader, const toml::ta
   const toml::node& env_node = *job_table.get("env");
   TableReader env_reader(env_node.as_table(), reader.dotted("env"), file, position_of(env_node, file));
   for (const auto& [name, value] : env) {
-    if (!std::regex_match(name, kShellIdentifier.regex)) env_reader.fail(name, kShellIdentifier.allowed);
+    if (name.empty() || name.size() > kShellIdentifier.max_length || !kShellIdentifier.matches(name))
+      env_reader.fail(name, kShellIdentifier.allowed);
     if (name.starts_with("SLURM_"))
       env_reader.fail(name, "names starting with SLURM_ are reserved: SLURM sets them for the job");
     if (name.starts_with("TRAINCTL_"))
       env_reader.fail(name, "names starting with TRAINCTL_ are reserved: the batch script sets them");
-    // The environment of a process is a list of C strings.
-    if (value.find('\0') != std::string::npos) env_reader.fail(name, "must not contain a NUL character");
+    if (value.size() > kMaxEnvValueLength) env_reader.fail(name, too_long(kMaxEnvValueLength, value.size()));
   }
   return env;
 }
@@ -112,8 +165,8 @@ std::vector<std::string> parse_setup(TableReader& reader) {
     if (setup[index].find('\n') != std::string::npos)
       reader.fail("setup",
                   fmt::format("element {} contains a newline; write each shell line as its own element", index));
-    if (setup[index].find('\0') != std::string::npos)
-      reader.fail("setup", fmt::format("element {} contains a NUL character", index));
+    if (setup[index].size() > kMaxSetupLineLength)
+      reader.fail("setup", fmt::format("element {} {}", index, too_long(kMaxSetupLineLength, setup[index].size())));
   }
   return setup;
 }
@@ -127,22 +180,20 @@ JobSpec parse_job_spec(const toml::table& root, const std::string& file) {
 
   JobSpec job;
   job.name = reader.string("name");
-  require(reader, "name", job.name, kSlurmName);
-  if (job.name.size() > kMaxJobNameLength)
-    reader.fail("name", fmt::format("must be at most {} characters (got {})", kMaxJobNameLength, job.name.size()));
+  require(reader, "name", job.name, kJobName);
   job.partition = optional_matching(reader, "partition", kSlurmName);
   job.account = optional_matching(reader, "account", kSlurmName);
   job.qos = optional_matching(reader, "qos", kSlurmName);
-  job.nodes = reader.integer("nodes", job.nodes, 1);
-  job.ranks_per_node = reader.integer("ranks_per_node", job.ranks_per_node, 1);
-  job.cpus_per_rank = reader.integer("cpus_per_rank", job.cpus_per_rank, 1);
-  job.gpus_per_node = reader.integer("gpus_per_node", job.gpus_per_node, 0);
+  job.nodes = reader.integer("nodes", job.nodes, 1, kMaxNodes);
+  job.ranks_per_node = reader.integer("ranks_per_node", job.ranks_per_node, 1, kMaxRanksPerNode);
+  job.cpus_per_rank = reader.integer("cpus_per_rank", job.cpus_per_rank, 1, kMaxCpusPerRank);
+  job.gpus_per_node = reader.integer("gpus_per_node", job.gpus_per_node, 0, kMaxGpusPerNode);
   job.mem = optional_matching(reader, "mem", kMemory);
   job.time = parse_time(reader, job_table);
   job.signal = reader.choice("signal", {"TERM", "USR1", "USR2"}, job.signal);
   job.signal_grace = reader.integer("signal_grace", job.signal_grace, 1, kMaxSignalGraceSeconds);
   check_signal_fits_time(reader, job);
-  job.max_requeues = reader.integer("max_requeues", job.max_requeues, 0);
+  job.max_requeues = reader.integer("max_requeues", job.max_requeues, 0, kMaxRequeues);
   job.constraint = optional_matching(reader, "constraint", kConstraint);
   job.exclude = optional_matching(reader, "exclude", kHostList);
   job.env = parse_env(reader, job_table, file);

@@ -12,6 +12,13 @@
 
 namespace trainctl {
 
+// Upper bounds of the counts, far beyond any cluster, so that products of them cannot overflow.
+constexpr int64_t kMaxNodes = 100000;
+constexpr int64_t kMaxRanksPerNode = 4096;
+constexpr int64_t kMaxCpusPerRank = 4096;
+constexpr int64_t kMaxGpusPerNode = 1024;
+constexpr int64_t kMaxRequeues = 1000;
+
 struct JobSpec {
   std::string name;                     // [A-Za-z0-9._-]+, also names the default run dir
   std::optional<std::string> partition;
@@ -31,7 +38,7 @@ struct JobSpec {
   std::map<std::string, std::string> env;  // exported into the batch script, values quoted
   std::vector<std::string> setup;          // shell lines the user wrote, run verbatim
 
-  int64_t world_size() const { return nodes * ranks_per_node; }
+  int64_t world_size() const { return nodes * ranks_per_node; }  // at most 4.1e8
 };
 
 // Reads [job] of `root`; throws ConfigError (file:line:col, key, message).

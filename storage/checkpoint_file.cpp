@@ -1,12 +1,15 @@
-// Checkpoints: see checkpoint.h for the layout and the guarantees.
+// Checkpoints: see checkpoint_file.h for the layout and the guarantees.
 #include "checkpoint_file.h"
 
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include <fmt/format.h>
@@ -20,6 +23,27 @@ namespace trainctl {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The whole file's size and CRC-32, as the sidecar records them.
+struct FileChecksum {
+  uint64_t bytes = 0;
+  uint64_t crc32 = 0;
+};
+
+FileChecksum checksum_of_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  std::vector<char> buffer(1 << 20);
+  FileChecksum checksum{0, crc32_z(0L, Z_NULL, 0)};
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const auto count = static_cast<size_t>(in.gcount());
+    checksum.crc32 = crc32_z(checksum.crc32, reinterpret_cast<const Bytef*>(buffer.data()), count);
+    checksum.bytes += count;
+  }
+  if (in.bad()) throw CheckpointError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  return checksum;
+}
 
 uint64_t crc32_of(const std::vector<float>& values) {
   return crc32_z(0L, reinterpret_cast<const Bytef*>(values.data()), values.size() * sizeof(float));
@@ -72,19 +96,19 @@ void write_meta(hid_t file, const CheckpointMeta& meta) {
 }
 
 CheckpointMeta read_meta(hid_t file) {
-  int64_t version = 0;
-  read_attribute(file, "format_version", version);
-  if (version < 1 || version > kCheckpointFormatVersion)
-    throw CheckpointError(fmt::format("format_version {} is not supported (this trainctl reads 1 to {})", version,
-                                      kCheckpointFormatVersion));
   CheckpointMeta meta;
+  read_attribute(file, "format_version", meta.format_version);
+  if (meta.format_version < 1 || meta.format_version > kCheckpointFormatVersion)
+    throw CheckpointError(fmt::format("format_version {} is not supported (this trainctl reads 1 to {})",
+                                      meta.format_version, kCheckpointFormatVersion));
+  // Version 1 predates model kinds, when every model was an MLP.
   meta.model_kind = "mlp";
-  if (version >= 2) read_attribute(file, "model_kind", meta.model_kind);
+  if (meta.format_version >= 2) read_attribute(file, "model_kind", meta.model_kind);
   for_each_meta_attribute(meta, [&](const char* name, auto& value) { read_attribute(file, name, value); });
   return meta;
 }
 
-std::string sidecar_json(const CheckpointMeta& meta) {
+std::string sidecar_json(const CheckpointMeta& meta, const FileChecksum& checksum) {
   Json sidecar{{"step", meta.step}, {"epoch", meta.epoch}, {"loss", meta.loss}};
   for (const auto& [name, value] : meta.metrics) sidecar[name] = value;
   sidecar["hostname"] = meta.hostnames.substr(0, meta.hostnames.find(','));
@@ -93,11 +117,48 @@ std::string sidecar_json(const CheckpointMeta& meta) {
   sidecar["world_size"] = meta.world_size;
   sidecar["created_utc"] = meta.created_utc;
   sidecar["trainctl_version"] = meta.trainctl_version;
+  sidecar["file_bytes"] = checksum.bytes;
+  sidecar["file_crc32"] = checksum.crc32;
   return json_text(sidecar) + "\n";
 }
 
 std::string sidecar_path(const std::string& checkpoint_path) {
   return fs::path(checkpoint_path).replace_extension(".json").string();
+}
+
+// Compares the file with its sidecar's record before anything parses it: HDF5 is not robust
+// against corrupt metadata (a flipped byte can overflow a buffer inside H5Aopen), so the only
+// file it may open is exactly the one that was written. Returns false for a sidecar that records
+// no checksum, as those of format versions 1 and 2 do: the caller then accepts only such a file.
+bool verify_file_checksum(const std::string& path) {
+  const std::string sidecar = sidecar_path(path);
+  const std::string sidecar_name = fs::path(sidecar).filename().string();
+  std::ifstream in(sidecar, std::ios::binary);
+  if (!in) throw CheckpointError(fmt::format("not verified: its sidecar {} is missing", sidecar_name));
+  const Json record = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!record.is_object())
+    throw CheckpointError(fmt::format("not verified: its sidecar {} is not a JSON object", sidecar_name));
+  const auto bytes = record.find("file_bytes");
+  const auto crc32 = record.find("file_crc32");
+  if (bytes == record.end() && crc32 == record.end()) return false;
+  if (bytes == record.end() || crc32 == record.end() || !bytes->is_number_unsigned() || !crc32->is_number_unsigned())
+    throw CheckpointError(fmt::format("not verified: its sidecar {} records no valid file checksum", sidecar_name));
+  const FileChecksum actual = checksum_of_file(path);
+  if (actual.bytes != bytes->get<uint64_t>())
+    throw CheckpointError(fmt::format("the file has {} bytes, its sidecar {} records {}", actual.bytes, sidecar_name,
+                                      bytes->get<uint64_t>()));
+  if (actual.crc32 != crc32->get<uint64_t>())
+    throw CheckpointError(fmt::format("file checksum mismatch: crc32 {}, its sidecar {} records {}", actual.crc32,
+                                      sidecar_name, crc32->get<uint64_t>()));
+  return true;
+}
+
+// The step a step-N.h5 name carries; none for other names. At most 18 digits, so that it fits int64.
+std::optional<int64_t> step_in_file_name(const std::string& file_name) {
+  static const std::regex name_pattern(R"(step-(\d{1,18})\.h5)");
+  std::smatch match;
+  if (!std::regex_match(file_name, match, name_pattern)) return std::nullopt;
+  return std::stoll(match[1].str());
 }
 
 }  // namespace
@@ -122,16 +183,26 @@ std::string save_checkpoint(const std::string& dir, const Checkpoint& checkpoint
       write_tensor(group.get(), Tensor{tensor.name.substr(slash + 1), tensor.shape, tensor.values});
     }
   }
+  // The sidecar first: a step-N.h5 that exists has its checksum on disk. A crash between the two
+  // leaves a sidecar without its file, which the next save of that step or a prune replaces.
+  write_file_atomically(sidecar_path(final_path), sidecar_json(checkpoint.meta, checksum_of_file(temporary)));
   publish_file(temporary, final_path);
-  write_file_atomically(sidecar_path(final_path), sidecar_json(checkpoint.meta));
   return final_path;
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
   try {
+    const bool whole_file_verified = verify_file_checksum(path);
     Checkpoint checkpoint;
     H5Handle file = open_file(path);
     checkpoint.meta = read_meta(file.get());
+    if (!whole_file_verified && checkpoint.meta.format_version >= 3)
+      throw CheckpointError(fmt::format("not verified: its sidecar {} records no file checksum",
+                                        fs::path(sidecar_path(path)).filename().string()));
+    const std::optional<int64_t> named_step = step_in_file_name(fs::path(path).filename().string());
+    if (named_step && *named_step != checkpoint.meta.step)
+      throw CheckpointError(
+          fmt::format("its name says step {} but it stores step {}", *named_step, checkpoint.meta.step));
     H5Handle model = open_group(file.get(), "model");
     for (const std::string& name : child_names(model.get()))
       checkpoint.model.push_back(read_tensor(model.get(), name, name));
@@ -150,15 +221,11 @@ Checkpoint load_checkpoint(const std::string& path) {
 }
 
 std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {
-  static const std::regex name_pattern(R"(step-(\d+)\.h5)");
   std::vector<CheckpointEntry> entries;
   if (!fs::is_directory(dir)) return entries;
-  for (const auto& file : fs::directory_iterator(dir)) {
-    std::smatch match;
-    const std::string name = file.path().filename().string();
-    if (std::regex_match(name, match, name_pattern))
-      entries.push_back({file.path().string(), std::stoll(match[1].str())});
-  }
+  for (const auto& file : fs::directory_iterator(dir))
+    if (const std::optional<int64_t> step = step_in_file_name(file.path().filename().string()))
+      entries.push_back({file.path().string(), *step});
   std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
   return entries;
 }
@@ -178,10 +245,16 @@ ResumePoint load_latest_valid(const std::string& dir) {
 }
 
 void prune_checkpoints(const std::string& dir, int64_t keep_last) {
-  // Temporaries left by a writer that crashed; saves are serialized, so none is in use now.
+  // Temporaries left by a writer that crashed, and sidecars whose file a crash kept from being
+  // published; saves are serialized, so none is in use now.
   static const std::regex temporary_pattern(R"(\.step-\d+\.(h5|json)\.tmp-\d+)");
-  for (const auto& file : fs::directory_iterator(dir))
-    if (std::regex_match(file.path().filename().string(), temporary_pattern)) fs::remove(file.path());
+  static const std::regex sidecar_pattern(R"(step-\d+\.json)");
+  for (const auto& file : fs::directory_iterator(dir)) {
+    const std::string name = file.path().filename().string();
+    if (std::regex_match(name, temporary_pattern) ||
+        (std::regex_match(name, sidecar_pattern) && !fs::exists(fs::path(file.path()).replace_extension(".h5"))))
+      fs::remove(file.path());
+  }
   std::vector<CheckpointEntry> entries = list_checkpoints(dir);
   for (size_t i = static_cast<size_t>(keep_last); i < entries.size(); ++i) {
     fs::remove(entries[i].path);

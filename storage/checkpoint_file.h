@@ -1,10 +1,12 @@
-// Checkpoints: one HDF5 file per saved step, written atomically, with a CRC-32 per dataset so
-// that a resume never picks up a torn or corrupted file. Layout (docs/checkpoint-format.md):
+// Checkpoints: one HDF5 file per saved step, written atomically, with a CRC-32 of the whole file
+// in its sidecar, checked before HDF5 reads the file, so that a resume never picks up a torn or
+// corrupted file and HDF5 never parses a corrupt one. Layout (docs/checkpoint-format.md):
 //   /model/<pytorch name>                 float32, the model's state_dict (e.g. 0.weight [out, in])
 //   /optimizer/<pytorch name>/<state>     float32, momentum_buffer | exp_avg, exp_avg_sq
 //   attributes on / : the training position and provenance (CheckpointMeta)
 //   attribute crc32 on every dataset
-// Next to each file, step-N.json is a sidecar for people and tools (not used to resume).
+// Next to each file, step-N.json is the sidecar: the file's size and CRC-32, and a summary for
+// people and tools. A step-N.h5 without a sidecar that records its checksum is not verified.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +18,10 @@
 
 namespace trainctl {
 
-// 2 added model_kind; a version 1 file (which predates other kinds) reads as kind "mlp".
-constexpr int64_t kCheckpointFormatVersion = 2;
+// The version written. 2 added model_kind; 3 the whole-file checksum in the sidecar. Files of
+// versions 1 and 2, whose sidecars record no whole-file checksum, are still read (verified by
+// their dataset checksums alone), so that a run started before an upgrade resumes after it.
+constexpr int64_t kCheckpointFormatVersion = 3;
 
 struct Tensor {
   std::string name;
@@ -26,6 +30,7 @@ struct Tensor {
 };
 
 struct CheckpointMeta {
+  int64_t format_version = kCheckpointFormatVersion;  // as read; saves write the current one
   std::string model_kind;       // model.kind of the config that wrote it
   int64_t step = 0;             // optimizer steps completed
   int64_t epoch = 0;            // epoch of the next sample
@@ -58,11 +63,14 @@ class CheckpointError : public std::runtime_error {
 
 std::string checkpoint_file_name(int64_t step);  // step-00000100.h5
 
-// Writes <dir>/step-N.h5 through a temporary file, fsync, rename and a directory fsync, then the
-// sidecar; returns the final path. A crash at any point leaves either no step-N.h5 or a whole one.
+// Writes <dir>/step-N.h5 to a temporary file, publishes the sidecar with that file's checksum,
+// then publishes the file (fsync, rename, directory fsync); returns the final path. A crash at
+// any point leaves no step-N.h5, or a whole one whose sidecar records it.
 std::string save_checkpoint(const std::string& dir, const Checkpoint& checkpoint);
 
-// Reads and verifies every checksum; throws CheckpointError naming the path and the problem.
+// Checks the file's size and CRC-32 against its sidecar before HDF5 opens it, then reads it,
+// verifies every dataset's checksum and that a step-N.h5 name matches the stored step. Throws
+// CheckpointError naming the path and the problem.
 Checkpoint load_checkpoint(const std::string& path);
 
 struct CheckpointEntry {

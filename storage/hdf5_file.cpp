@@ -1,6 +1,10 @@
 // HDF5 helpers: see hdf5_file.h.
 #include "hdf5_file.h"
 
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
 
 namespace trainctl {
 
@@ -104,17 +108,26 @@ H5Handle open_group(hid_t parent, const std::string& name) {
 bool has_link(hid_t parent, const std::string& name) { return H5_CHECK(H5Lexists(parent, name.c_str(), H5P_DEFAULT)) > 0; }
 
 std::vector<std::string> child_names(hid_t group) {
+  auto names_by = [group](H5_index_t index) {
+    std::vector<std::string> names;
+    auto collect = [](hid_t, const char* name, const H5L_info_t*, void* out) -> herr_t {
+      static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+      return 0;
+    };
+    H5_CHECK(H5Literate(group, index, H5_ITER_INC, nullptr, collect, &names));
+    return names;
+  };
   H5Handle properties(H5_CHECK(H5Gget_create_plist(group)), H5Pclose);
   unsigned order_flags = 0;
   H5_CHECK(H5Pget_link_creation_order(properties.get(), &order_flags));
-  const H5_index_t index = (order_flags & H5P_CRT_ORDER_INDEXED) ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME;
-  std::vector<std::string> names;
-  auto collect = [](hid_t, const char* name, const H5L_info_t*, void* out) -> herr_t {
-    static_cast<std::vector<std::string>*>(out)->emplace_back(name);
-    return 0;
-  };
-  H5_CHECK(H5Literate(group, index, H5_ITER_INC, nullptr, collect, &names));
-  return names;
+  std::vector<std::string> by_name = names_by(H5_INDEX_NAME);
+  if (!(order_flags & H5P_CRT_ORDER_INDEXED)) return by_name;
+  std::vector<std::string> by_creation = names_by(H5_INDEX_CRT_ORDER);
+  std::vector<std::string> sorted = by_creation;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted != by_name)
+    report_check_failure("child_names", __FILE__, __LINE__, "the group's name and creation-order indexes disagree");
+  return by_creation;
 }
 
 void write_floats(hid_t parent, const std::string& name, const std::vector<int64_t>& shape, const float* data) {
@@ -125,12 +138,50 @@ void write_ints(hid_t parent, const std::string& name, const std::vector<int64_t
   write_dataset(parent, name, shape, H5T_STD_I32LE, H5T_NATIVE_INT32, data);
 }
 
-std::vector<int64_t> dataset_shape(hid_t parent, const std::string& name) {
+std::vector<int64_t> dataset_shape(hid_t parent, const std::string& name) { return dataset_header(parent, name).shape; }
+
+namespace {
+
+std::string type_name(hid_t type) {
+  const size_t bits = 8 * H5Tget_size(type);
+  switch (H5_CHECK(H5Tget_class(type))) {
+    case H5T_FLOAT: return fmt::format("float{}", bits);
+    case H5T_INTEGER: return fmt::format("{}int{}", H5_CHECK(H5Tget_sign(type)) == H5T_SGN_NONE ? "u" : "", bits);
+    case H5T_STRING: return "string";
+    case H5T_ENUM: return "enum";
+    case H5T_COMPOUND: return "compound";
+    case H5T_ARRAY: return "array";
+    case H5T_VLEN: return "variable-length";
+    case H5T_BITFIELD: return "bitfield";
+    case H5T_OPAQUE: return "opaque";
+    case H5T_REFERENCE: return "reference";
+    case H5T_TIME: return "time";
+    default: return "unknown";
+  }
+}
+
+uint64_t saturating_product(uint64_t a, uint64_t b) {
+  uint64_t product = 0;
+  return __builtin_mul_overflow(a, b, &product) ? std::numeric_limits<uint64_t>::max() : product;
+}
+
+}  // namespace
+
+DatasetHeader dataset_header(hid_t parent, const std::string& name) {
   H5Handle dataset(H5_CHECK(H5Dopen2(parent, name.c_str(), H5P_DEFAULT)), H5Dclose);
   H5Handle space(H5_CHECK(H5Dget_space(dataset.get())), H5Sclose);
+  H5Handle type(H5_CHECK(H5Dget_type(dataset.get())), H5Tclose);
+  H5Handle properties(H5_CHECK(H5Dget_create_plist(dataset.get())), H5Pclose);
   std::vector<hsize_t> dims(static_cast<size_t>(H5_CHECK(H5Sget_simple_extent_ndims(space.get()))));
   H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr));
-  return {dims.begin(), dims.end()};
+  DatasetHeader header;
+  header.shape.assign(dims.begin(), dims.end());
+  header.type = type_name(type.get());
+  header.is_integer = H5_CHECK(H5Tget_class(type.get())) == H5T_INTEGER;
+  header.declared_bytes = H5Tget_size(type.get());
+  for (hsize_t extent : dims) header.declared_bytes = saturating_product(header.declared_bytes, extent);
+  header.compressed = H5_CHECK(H5Pget_nfilters(properties.get())) > 0;
+  return header;
 }
 
 std::vector<float> read_floats(hid_t parent, const std::string& name) {
@@ -139,6 +190,10 @@ std::vector<float> read_floats(hid_t parent, const std::string& name) {
 
 std::vector<int32_t> read_ints(hid_t parent, const std::string& name) {
   return read_dataset<int32_t>(parent, name, H5T_NATIVE_INT32);
+}
+
+std::vector<int64_t> read_int64s(hid_t parent, const std::string& name) {
+  return read_dataset<int64_t>(parent, name, H5T_NATIVE_INT64);
 }
 
 void write_attribute(hid_t object, const std::string& name, int64_t value) {

@@ -53,13 +53,28 @@ H5Handle open_file(const std::string& path);
 H5Handle create_group(hid_t parent, const std::string& name);
 H5Handle open_group(hid_t parent, const std::string& name);
 bool has_link(hid_t parent, const std::string& name);
-std::vector<std::string> child_names(hid_t group);  // in creation order where tracked, else by name
+// In creation order where tracked, else by name. Where both indexes exist, they must list the same
+// names (a CheckFailure otherwise), so that a broken index is found by a reader of either.
+std::vector<std::string> child_names(hid_t group);
 
 void write_floats(hid_t parent, const std::string& name, const std::vector<int64_t>& shape, const float* data);
 void write_ints(hid_t parent, const std::string& name, const std::vector<int64_t>& shape, const int32_t* data);
 std::vector<int64_t> dataset_shape(hid_t parent, const std::string& name);
+
+// What a dataset's header declares, read without touching its data, for checks made before
+// anything is allocated from it.
+struct DatasetHeader {
+  std::vector<int64_t> shape;
+  std::string type;             // "float32", "float64", "int64", "uint8", "string", "enum", ...
+  bool is_integer = false;
+  uint64_t declared_bytes = 0;  // elements x element size, saturating at UINT64_MAX
+  bool compressed = false;      // any filter in its pipeline
+};
+DatasetHeader dataset_header(hid_t parent, const std::string& name);
+
 std::vector<float> read_floats(hid_t parent, const std::string& name);
 std::vector<int32_t> read_ints(hid_t parent, const std::string& name);
+std::vector<int64_t> read_int64s(hid_t parent, const std::string& name);
 
 void write_attribute(hid_t object, const std::string& name, int64_t value);
 void write_attribute(hid_t object, const std::string& name, uint64_t value);

@@ -1,9 +1,11 @@
-// Tests for checkpoints (runtime/checkpoint.cpp over runtime/hdf5_file.cpp and
-// runtime/atomic_file.cpp): a save/load round trip that keeps every stored field and tensor
-// bit for bit, in state_dict order, with its step-N.json sidecar; listing newest first without
-// temporaries or strangers; pruning to the newest k with their sidecars; the errors for a
-// flipped data byte (located with H5Dget_offset), a truncated file and an unknown
-// format_version; resuming past a corrupt newest file; and atomic writes leaving no temporary.
+// Tests for checkpoints (storage/checkpoint_file.cpp over storage/hdf5_file.cpp and
+// common/atomic_file.cpp): a save/load round trip that keeps every stored field and tensor
+// bit for bit, in state_dict order, with its step-N.json sidecar and the file's checksum in it;
+// listing newest first without temporaries or strangers; pruning to the newest k with their
+// sidecars; the errors for a flipped data byte (located with H5Dget_offset), a rewritten step or
+// config attribute, a flipped byte in the superblock or an object header, a truncated file, a
+// missing or old sidecar, a name that disagrees with the stored step and a format_version other
+// than 3; resuming past each; and atomic writes leaving no temporary.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -17,9 +19,12 @@
 #include <string>
 #include <vector>
 
+#include <zlib.h>
+
 #include "atomic_file.h"
 #include "checkpoint_file.h"
 #include "hdf5_file.h"
+#include "json.h"
 
 using trainctl::Checkpoint;
 using trainctl::CheckpointError;
@@ -145,10 +150,66 @@ void flip_byte(const std::string& path, haddr_t offset) {
 // Flips one byte in the middle of /model/0.weight's data.
 void corrupt_first_weight(const std::string& path) { flip_byte(path, data_offset(path, "model", "0.weight") + 6); }
 
+std::string sidecar_of(const std::string& path) { return fs::path(path).replace_extension(".json").string(); }
+
+uint64_t crc32_of_file(const std::string& path) {
+  const std::string bytes = read_text(path);
+  return crc32_z(0L, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size());
+}
+
+uint64_t recorded_crc32(const std::string& path) {
+  return trainctl::Json::parse(read_text(sidecar_of(path)))["file_crc32"].get<uint64_t>();
+}
+
+// What load_checkpoint says of a file whose bytes changed after it was saved with `recorded`.
+std::string checksum_mismatch(const std::string& path, uint64_t recorded) {
+  return path + ": file checksum mismatch: crc32 " + std::to_string(crc32_of_file(path)) + ", its sidecar " +
+         fs::path(sidecar_of(path)).filename().string() + " records " + std::to_string(recorded);
+}
+
+// Records the file's current size and checksum in its sidecar, as a bug or an adversary that
+// changed both would: what the checks after the whole-file checksum are for.
+void reseal(const std::string& path) {
+  trainctl::Json sidecar = trainctl::Json::parse(read_text(sidecar_of(path)));
+  sidecar["file_bytes"] = fs::file_size(path);
+  sidecar["file_crc32"] = crc32_of_file(path);
+  std::ofstream(sidecar_of(path), std::ios::binary | std::ios::trunc) << trainctl::json_text(sidecar);
+}
+
+// Opens the file for writing with HDF5 itself, as a tool that edits it in place would.
+trainctl::H5Handle open_for_writing(const std::string& path) {
+  return {H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)), H5Fclose};
+}
+
 void set_format_version(const std::string& path, int64_t version) {
-  trainctl::H5Handle file(H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)), H5Fclose);
-  H5_CHECK(H5Adelete(file.get(), "format_version"));
-  trainctl::write_attribute(file.get(), "format_version", version);
+  {
+    trainctl::H5Handle file = open_for_writing(path);
+    H5_CHECK(H5Adelete(file.get(), "format_version"));
+    trainctl::write_attribute(file.get(), "format_version", version);
+  }
+  reseal(path);
+}
+
+// Overwrites the value of the root attribute `step` in place, keeping the file's size.
+void overwrite_step(const std::string& path, int64_t step) {
+  trainctl::H5Handle file = open_for_writing(path);
+  trainctl::H5Handle attribute(H5_CHECK(H5Aopen(file.get(), "step", H5P_DEFAULT)), H5Aclose);
+  H5_CHECK(H5Awrite(attribute.get(), H5T_NATIVE_INT64, &step));
+}
+
+// The file offset of /<group>'s object header (its message count is 2 bytes in).
+haddr_t object_header_offset(const std::string& path, const std::string& group) {
+  trainctl::H5Handle file = trainctl::open_file(path);
+  H5O_info_t info{};
+  H5_CHECK(H5Oget_info_by_name(file.get(), group.c_str(), &info, H5P_DEFAULT));
+  return info.addr;
+}
+
+// The offset of the first occurrence of `bytes` in the file.
+size_t offset_of(const std::string& path, const std::string& bytes) {
+  const size_t offset = read_text(path).find(bytes);
+  REQUIRE(offset != std::string::npos);
+  return offset;
 }
 
 std::string load_error(const std::string& path) {
@@ -203,15 +264,16 @@ TEST_CASE("a saved checkpoint loads back with every field and tensor bit for bit
   check_same_tensors(loaded.optimizer_state, saved.optimizer_state);
 }
 
-TEST_CASE("a save writes the file and its sidecar and leaves no temporary behind") {
+TEST_CASE("a save writes the file and its sidecar, with the file's checksum, and leaves no temporary behind") {
   TempDir dir;
-  save(dir, 7);
+  const std::string path = save(dir, 7);
   CHECK(file_names(dir) == std::set<std::string>{"step-00000007.h5", "step-00000007.json"});
   CHECK(read_text(dir.file("step-00000007.json")) ==
         R"({"step":7,"epoch":0,"loss":0.12345678901234568,"val_loss":0.5,"hostname":"node1",)"
         R"("hostnames":"node1,node2","hardware":"Test CPU; device cpu; 2 ranks","world_size":2,)"
-        R"("created_utc":"2024-05-06T07:08:09Z","trainctl_version":"9.9.9-test"})"
-        "\n");
+        R"("created_utc":"2024-05-06T07:08:09Z","trainctl_version":"9.9.9-test","file_bytes":)" +
+            std::to_string(fs::file_size(path)) + R"(,"file_crc32":)" + std::to_string(crc32_of_file(path)) +
+            "}\n");
 }
 
 TEST_CASE("list_checkpoints lists step files newest first and nothing else") {
@@ -227,13 +289,22 @@ TEST_CASE("list_checkpoints of a missing directory is empty") {
   CHECK(trainctl::list_checkpoints("/nonexistent/trainctl/checkpoints").empty());
 }
 
+TEST_CASE("list_checkpoints skips a step too long for int64") {
+  TempDir dir;
+  touch(dir.file("step-99999999999999999999999.h5"));
+  touch(dir.file("step-00000001.h5"));
+  CHECK(listed_steps(dir) == std::vector<int64_t>{1});
+}
+
 TEST_CASE("prune_checkpoints keeps the newest k with their sidecars and removes leftover temporaries") {
   TempDir dir;
   for (int64_t step = 1; step <= 5; ++step) {
     touch(dir.file(trainctl::checkpoint_file_name(step)));
     touch(dir.file(fs::path(trainctl::checkpoint_file_name(step)).replace_extension(".json").string()));
   }
-  for (const char* name : {".step-00000006.h5.tmp-123", ".step-00000006.json.tmp-123", "notes.txt"})
+  // step-00000006.json: a crash came between publishing the sidecar and publishing its file.
+  for (const char* name :
+       {".step-00000006.h5.tmp-123", ".step-00000006.json.tmp-123", "step-00000006.json", "notes.txt"})
     touch(dir.file(name));
 
   trainctl::prune_checkpoints(dir.str(), 2);
@@ -244,45 +315,122 @@ TEST_CASE("prune_checkpoints keeps the newest k with their sidecars and removes 
   CHECK(listed_steps(dir) == std::vector<int64_t>{5, 4});
 }
 
-TEST_CASE("a flipped byte in a dataset's data fails its checksum") {
+TEST_CASE("a flipped byte in a dataset's data fails the file checksum, and the dataset's own behind it") {
   TempDir dir;
   const std::string path = save(dir, 3);
+  const uint64_t recorded = recorded_crc32(path);
   corrupt_first_weight(path);
+  CHECK(load_error(path) == checksum_mismatch(path, recorded));
+  reseal(path);
   CHECK(load_error(path) == path + ": checksum mismatch in dataset 0.weight");
 }
 
-TEST_CASE("a flipped byte in optimizer state names the state") {
+TEST_CASE("a flipped byte in optimizer state names the state once the file checksum is resealed") {
   TempDir dir;
   const std::string path = save(dir, 3);
   flip_byte(path, data_offset(path, "optimizer/2.bias", "exp_avg_sq"));
+  reseal(path);
   CHECK(load_error(path) == path + ": checksum mismatch in dataset 2.bias/exp_avg_sq");
 }
 
-TEST_CASE("a truncated checkpoint is not readable") {
+TEST_CASE("a rewritten step attribute fails the file checksum") {
   TempDir dir;
   const std::string path = save(dir, 3);
-  fs::resize_file(path, fs::file_size(path) / 2);
-  const std::string message = load_error(path);
-  CHECK(message.starts_with(path + ": not a readable checkpoint ("));
+  const uint64_t recorded = recorded_crc32(path);
+  overwrite_step(path, 30);
+  CHECK(load_error(path) == checksum_mismatch(path, recorded));
+}
+
+TEST_CASE("a flipped byte in the config attribute fails the file checksum") {
+  TempDir dir;
+  const std::string path = save(dir, 3);
+  const uint64_t recorded = recorded_crc32(path);
+  flip_byte(path, offset_of(path, "steps = 600"));
+  CHECK(load_error(path) == checksum_mismatch(path, recorded));
+}
+
+// HDF5 never parses these: a corrupt metadata block can crash the library itself.
+TEST_CASE("a flipped byte in the superblock or in an object header fails the file checksum") {
+  TempDir dir;
+  const std::string path = save(dir, 3);
+  const uint64_t recorded = recorded_crc32(path);
+  SUBCASE("superblock") { flip_byte(path, 9); }
+  SUBCASE("object header") { flip_byte(path, object_header_offset(path, "model") + 2); }
+  CHECK(load_error(path) == checksum_mismatch(path, recorded));
+}
+
+TEST_CASE("a truncated checkpoint fails its recorded size") {
+  TempDir dir;
+  const std::string path = save(dir, 3);
+  const auto saved_bytes = fs::file_size(path);
+  fs::resize_file(path, saved_bytes / 2);
+  CHECK(load_error(path) == path + ": the file has " + std::to_string(saved_bytes / 2) +
+                                " bytes, its sidecar step-00000003.json records " + std::to_string(saved_bytes));
+}
+
+TEST_CASE("a checkpoint without a sidecar that records its checksum is not verified") {
+  TempDir dir;
+  const std::string path = save(dir, 3);
+  SUBCASE("missing") {
+    fs::remove(sidecar_of(path));
+    CHECK(load_error(path) == path + ": not verified: its sidecar step-00000003.json is missing");
+  }
+  SUBCASE("one without a checksum, beside a version 3 file") {
+    std::ofstream(sidecar_of(path), std::ios::trunc) << R"({"step":3,"epoch":0})";
+    CHECK(load_error(path) == path + ": not verified: its sidecar step-00000003.json records no file checksum");
+  }
+  SUBCASE("half a checksum") {
+    std::ofstream(sidecar_of(path), std::ios::trunc) << R"({"step":3,"file_bytes":12})";
+    CHECK(load_error(path) == path + ": not verified: its sidecar step-00000003.json records no valid file checksum");
+  }
+  SUBCASE("not JSON") {
+    std::ofstream(sidecar_of(path), std::ios::trunc) << "{\"step\":3,";
+    CHECK(load_error(path) == path + ": not verified: its sidecar step-00000003.json is not a JSON object");
+  }
+}
+
+TEST_CASE("a step-N.h5 name must match the stored step") {
+  TempDir dir;
+  const std::string saved = save(dir, 3);
+  const std::string renamed = dir.file("step-00000030.h5");
+  fs::rename(saved, renamed);
+  fs::rename(sidecar_of(saved), sidecar_of(renamed));
+  CHECK(load_error(renamed) == renamed + ": its name says step 30 but it stores step 3");
+  // Another name (a copy kept aside) carries no step to compare.
+  fs::rename(renamed, dir.file("best.h5"));
+  fs::rename(sidecar_of(renamed), dir.file("best.json"));
+  CHECK(trainctl::load_checkpoint(dir.file("best.h5")).meta.step == 3);
 }
 
 TEST_CASE("an unknown format_version is rejected") {
   TempDir dir;
   const std::string path = save(dir, 3);
   set_format_version(path, 99);
-  CHECK(load_error(path) == path + ": format_version 99 is not supported (this trainctl reads 1 to 2)");
+  CHECK(load_error(path) == path + ": format_version 99 is not supported (this trainctl reads 1 to 3)");
+  set_format_version(path, 0);
+  CHECK(load_error(path) == path + ": format_version 0 is not supported (this trainctl reads 1 to 3)");
 }
 
-TEST_CASE("a version 1 checkpoint, from before model kinds, reads as an mlp") {
+TEST_CASE("checkpoints of versions 1 and 2, whose sidecars record no file checksum, still resume") {
   TempDir dir;
   const std::string path = save(dir, 3);
+  // What the sidecar of a version 1 or 2 save holds: no file_bytes, no file_crc32.
+  auto write_old_sidecar = [&] { std::ofstream(sidecar_of(path), std::ios::trunc) << R"({"step":3,"epoch":0})"; };
+  set_format_version(path, 2);
+  write_old_sidecar();
+  CHECK(trainctl::load_checkpoint(path).meta.format_version == 2);
   CHECK(trainctl::load_checkpoint(path).meta.model_kind == "gpt2");
   set_format_version(path, 1);
   {
     trainctl::H5Handle file(H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)), H5Fclose);
     H5_CHECK(H5Adelete(file.get(), "model_kind"));
   }
+  write_old_sidecar();
   CHECK(trainctl::load_checkpoint(path).meta.model_kind == "mlp");
+  // Their dataset checksums still guard them.
+  corrupt_first_weight(path);
+  write_old_sidecar();
+  CHECK(load_error(path).starts_with(path + ": checksum mismatch in dataset "));
 }
 
 TEST_CASE("load_latest_valid falls back past corrupt newer checkpoints and lists them") {
@@ -290,21 +438,51 @@ TEST_CASE("load_latest_valid falls back past corrupt newer checkpoints and lists
   save(dir, 10);
   const std::string middle = save(dir, 20);
   const std::string newest = save(dir, 30);
+  const uint64_t newest_crc = recorded_crc32(newest);
   corrupt_first_weight(newest);
 
   trainctl::ResumePoint resume = trainctl::load_latest_valid(dir.str());
   REQUIRE(resume.checkpoint.has_value());
   CHECK(resume.path == middle);
   CHECK(resume.checkpoint->meta.step == 20);
-  CHECK(resume.skipped == std::vector<std::string>{newest + ": checksum mismatch in dataset 0.weight"});
+  CHECK(resume.skipped == std::vector<std::string>{checksum_mismatch(newest, newest_crc)});
 
-  fs::resize_file(middle, fs::file_size(middle) / 2);
+  const auto middle_bytes = fs::file_size(middle);
+  fs::resize_file(middle, middle_bytes / 2);
   resume = trainctl::load_latest_valid(dir.str());
   REQUIRE(resume.checkpoint.has_value());
   CHECK(resume.checkpoint->meta.step == 10);
-  REQUIRE(resume.skipped.size() == 2);
-  CHECK(resume.skipped[0] == newest + ": checksum mismatch in dataset 0.weight");
-  CHECK(resume.skipped[1].starts_with(middle + ": not a readable checkpoint ("));
+  CHECK(resume.skipped == std::vector<std::string>{checksum_mismatch(newest, newest_crc),
+                                                   middle + ": the file has " + std::to_string(middle_bytes / 2) +
+                                                       " bytes, its sidecar step-00000020.json records " +
+                                                       std::to_string(middle_bytes)});
+}
+
+TEST_CASE("load_latest_valid falls back past a rewritten step, a flipped config byte, a broken superblock, a "
+          "missing sidecar and a misnamed file") {
+  TempDir dir;
+  const std::string oldest = save(dir, 10);
+  std::vector<std::string> expected_skipped;
+  for (int64_t step = 60; step >= 20; step -= 10) {
+    const std::string path = save(dir, step);
+    const uint64_t recorded = recorded_crc32(path);
+    if (step == 60) overwrite_step(path, 10);
+    if (step == 50) flip_byte(path, offset_of(path, "steps = 600"));
+    if (step == 40) flip_byte(path, 9);
+    expected_skipped.push_back(step >= 40 ? checksum_mismatch(path, recorded) : "");
+  }
+  fs::remove(sidecar_of(dir.file("step-00000030.h5")));
+  expected_skipped[3] = dir.file("step-00000030.h5") + ": not verified: its sidecar step-00000030.json is missing";
+  // step 20's file replaced by step 10's, sidecar and all.
+  fs::copy_file(oldest, dir.file("step-00000020.h5"), fs::copy_options::overwrite_existing);
+  fs::copy_file(sidecar_of(oldest), dir.file("step-00000020.json"), fs::copy_options::overwrite_existing);
+  expected_skipped[4] = dir.file("step-00000020.h5") + ": its name says step 20 but it stores step 10";
+
+  const trainctl::ResumePoint resume = trainctl::load_latest_valid(dir.str());
+  REQUIRE(resume.checkpoint.has_value());
+  CHECK(resume.path == oldest);
+  CHECK(resume.checkpoint->meta.step == 10);
+  CHECK(resume.skipped == expected_skipped);
 }
 
 TEST_CASE("load_latest_valid of a directory without checkpoints starts from scratch") {

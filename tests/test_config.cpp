@@ -5,8 +5,10 @@
 // [checkpoint] and at the top level, nearest_key's typo suggestions, and resolve_data_paths.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,10 +17,12 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "config_file.h"
 #include "config_files.h"
+#include "bad_input.h"
 #include "config_reader.h"
-#include "errors.h"
 #include "train_spec.h"
 
 using trainctl::ConfigError;
@@ -162,9 +166,23 @@ TEST_CASE("parse_run_spec reads the training tables without a [job] table") {
   CHECK(run.train.micro_batch == 8);
 }
 
-TEST_CASE("a config file that does not exist is a usage error") {
+TEST_CASE("a config path that is no regular file is bad input with a message of its own") {
   CHECK_THROWS_WITH_AS(trainctl::load_config("/nonexistent/trainctl.toml"),
-                       "config /nonexistent/trainctl.toml does not exist", trainctl::UsageError);
+                       "config /nonexistent/trainctl.toml does not exist", trainctl::BadInput);
+  const TempDir dir;
+  const std::string directory = (dir.path() / "configs.toml").string();
+  fs::create_directory(directory);
+  CHECK_THROWS_WITH_AS(trainctl::load_config(directory),
+                       ("config " + directory + " is a directory, not a config file").c_str(), trainctl::BadInput);
+  // Opening a FIFO for reading would wait for a writer: this returns only if it is never opened.
+  const std::string fifo = (dir.path() / "fifo.toml").string();
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(trainctl::load_config(fifo), ("config " + fifo + " is not a regular file").c_str(),
+                       trainctl::BadInput);
+  const std::string link = (dir.path() / "link.toml").string();
+  fs::create_symlink(fifo, link);
+  CHECK_THROWS_WITH_AS(trainctl::load_config(link), ("config " + link + " is not a regular file").c_str(),
+                       trainctl::BadInput);
 }
 
 TEST_CASE("unknown keys and tables are reported with a suggestion") {
@@ -390,4 +408,119 @@ TEST_CASE("resolve_data_paths leaves a config without data paths alone") {
   toml::table no_data = trainctl::parse_config_text("[model]\ninputs = 3\n", "paths.toml");
   trainctl::resolve_data_paths(no_data, "/home/user/configs");
   CHECK_FALSE(no_data["data"]);
+}
+
+TEST_CASE("nan and inf are refused in every float key, with one message") {
+  const char* train_keys[] = {"lr", "weight_decay", "momentum", "eps", "grad_clip"};
+  for (const char* value : {"nan", "inf", "-inf", "+inf", "-nan"}) {
+    CAPTURE(value);
+    const std::string shown = std::string(value) == "+inf" ? "inf" : std::string(value) == "-nan" ? "nan" : value;
+    for (const char* key : train_keys) {
+      CAPTURE(key);
+      CHECK(load_error(with_key(kMinimalConfig, "[train]", fmt::format("{} = {}", key, value))) ==
+            fmt::format("FILE:12:{}: train.{}: must be a finite number (got {})", std::string_view(key).size() + 4, key,
+                        shown));
+    }
+    CHECK(load_error(with_checkpoint_key(fmt::format("every_minutes = {}", value))) ==
+          fmt::format("FILE:16:17: checkpoint.every_minutes: must be a finite number (got {})", shown));
+    CHECK(load_error(with_key(kMinimalConfig, "[train]", fmt::format("betas = [0.9, {}]", value))) ==
+          fmt::format("FILE:12:9: train.betas: element 1 must be a finite number (got {})", shown));
+  }
+  // An integer is a number, also beyond 2^53 where a double cannot hold it exactly.
+  CHECK(load_text(with_key(kMinimalConfig, "[train]", "lr = 9007199254740993")).run.train.lr == 9007199254740992.0);
+  // Finite but beyond any use: a checkpoint interval is at most a year.
+  CHECK(load_error(with_checkpoint_key("every_minutes = 1e300")) ==
+        "FILE:16:17: checkpoint.every_minutes: must be at most 527040 (a year)");
+  CHECK(load_text(with_checkpoint_key("every_minutes = 527040")).run.checkpoint.every_minutes == 527040.0);
+}
+
+TEST_CASE("every count has an upper bound: 2^63-1 is refused with it") {
+  constexpr std::string_view kMax = "9223372036854775807";
+  const struct {
+    const char* key;
+    const char* message;
+  } train_cases[] = {
+      {"micro_batch", "must be at most 16777216"},
+      {"grad_accum", "must be at most 65536"},
+      {"eval_every", "must be at most 1000000000"},
+      {"log_every", "must be at most 1000000000"},
+  };
+  for (const auto& [key, message] : train_cases) {
+    CAPTURE(key);
+    const std::string text = std::string_view(key) == "micro_batch"
+                                 ? replace_line(kMinimalConfig, "micro_batch = 8", fmt::format("micro_batch = {}", kMax))
+                                 : with_key(kMinimalConfig, "[train]", fmt::format("{} = {}", key, kMax));
+    const int line = std::string_view(key) == "micro_batch" ? 13 : 12;
+    CHECK(load_error(text) == fmt::format("FILE:{}:{}: train.{}: {} (got {})", line, std::string_view(key).size() + 4,
+                                          key, message, kMax));
+  }
+  CHECK(load_error(replace_line(kMinimalConfig, "steps = 100", fmt::format("steps = {}", kMax))) ==
+        fmt::format("FILE:12:9: train.steps: must be at most 1000000000 (got {})", kMax));
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", fmt::format("warmup_steps = {}", kMax))) ==
+        "FILE:12:16: train.warmup_steps: must not exceed train.steps");
+  CHECK(load_text(with_key(kMinimalConfig, "[train]", fmt::format("seed = {}", kMax))).run.train.seed ==
+        uint64_t{9223372036854775807});  // any seed is a seed
+  CHECK(load_error(with_checkpoint_key(fmt::format("every_steps = {}", kMax))) ==
+        fmt::format("FILE:16:15: checkpoint.every_steps: must be at most 1000000000 (got {})", kMax));
+  CHECK(load_error(with_checkpoint_key(fmt::format("keep_last = {}", kMax))) ==
+        fmt::format("FILE:16:13: checkpoint.keep_last: must be at most 1000 (got {})", kMax));
+  CHECK(load_error(replace_line(kMinimalConfig, "inputs = 4", fmt::format("inputs = {}", kMax))) ==
+        fmt::format("FILE:5:10: model.inputs: must be at most 1048576 (got {})", kMax));
+  CHECK(load_error(replace_line(kMinimalConfig, "classes = 3", fmt::format("classes = {}", kMax))) ==
+        fmt::format("FILE:6:11: model.classes: must be at most 1048576 (got {})", kMax));
+  CHECK(load_error(with_key(kMinimalConfig, "[model]", fmt::format("hidden = [64, {}]", kMax))) ==
+        fmt::format("FILE:5:10: model.hidden: every element must be at most 1048576 (got {})", kMax));
+  for (const auto& [key, bound] : {std::pair{"n_layer", 1024}, {"n_head", 1024}, {"n_embd", 65536},
+                                   {"block_size", 65536}, {"vocab_size", 65536}}) {
+    CAPTURE(key);
+    const std::string line = fmt::format("{} = ", key);
+    std::string text(kGpt2Config);
+    const size_t at = text.find("\n" + line) + 1;
+    text.replace(at, text.find('\n', at) - at, line + std::string(kMax));
+    const int line_number = static_cast<int>(std::count(text.begin(), text.begin() + at, '\n')) + 1;
+    CHECK(load_error(text) == fmt::format("FILE:{}:{}: model.{}: must be at most {} (got {})", line_number,
+                                          line.size() + 1, key, bound, kMax));
+  }
+  // [job]'s counts are bounded in their own schema (test_job_spec.cpp).
+  CHECK(load_error(with_key(kMinimalConfig, "[job]", fmt::format("nodes = {}", kMax))) ==
+        fmt::format("FILE:2:9: job.nodes: must be at most 100000 (got {})", kMax));
+}
+
+TEST_CASE("the global batch, whose factors are each bounded, must fit its own bound") {
+  const std::string largest = with_key(replace_line(kMinimalConfig, "micro_batch = 8", "micro_batch = 16777216"),
+                                       "[job]", "nodes = 100000\nranks_per_node = 4096");
+  CHECK(load_error(with_key(largest, "[train]", "grad_accum = 65536")) ==
+        "FILE:16:15: train.micro_batch: the global batch, micro_batch (16777216) x grad_accum (65536) x job.nodes "
+        "(100000) x job.ranks_per_node (4096), must be at most 4294967296");
+  const std::string at_bound = with_key(replace_line(kMinimalConfig, "micro_batch = 8", "micro_batch = 65536"), "[job]",
+                                        "nodes = 256\nranks_per_node = 256");
+  CHECK(load_error(at_bound) == "(no error)");
+  CHECK(load_error(with_key(at_bound, "[train]", "grad_accum = 2")) ==
+        "FILE:16:15: train.micro_batch: the global batch, micro_batch (65536) x grad_accum (2) x job.nodes (256) x "
+        "job.ranks_per_node (256), must be at most 4294967296");
+}
+
+TEST_CASE("a data path of 1 MB or holding a NUL is refused") {
+  CHECK(load_error(replace_line(kMinimalConfig, R"(train = "train.h5")", "train = \"" + std::string(1 << 20, 'd') + "\"")) ==
+        "FILE:9:9: data.train: must be at most 4096 characters (got 1048576)");
+  CHECK(load_error(with_key(kMinimalConfig, "[data]", "val = \"" + std::string(4097, 'd') + "\"")) ==
+        "FILE:9:7: data.val: must be at most 4096 characters (got 4097)");
+  // A C path ends at the NUL: "train.h5\0.bak" would silently read train.h5.
+  CHECK(load_error(replace_line(kMinimalConfig, R"(train = "train.h5")", R"(train = "train.h5\u0000.bak")")) ==
+        "FILE:9:9: data.train: must not contain a NUL character");
+  CHECK(load_error(with_key(kMinimalConfig, "[data]", R"(val = "\u0000")")) ==
+        "FILE:9:7: data.val: must not contain a NUL character");
+}
+
+TEST_CASE("a key with a NUL or a control character is shown escaped, the message whole") {
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", R"("l\u0000r" = 0.1)")) ==
+        R"(FILE:12:14: train.l\x00r: unknown key (did you mean "lr"?))");
+  CHECK(load_error(with_key(kMinimalConfig, "[model]", R"("\u0007bell\u001b[2J" = 1)")) ==
+        R"(FILE:5:25: model.\x07bell\x1b[2J: unknown key)");
+  CHECK(load_error("\"\\u0000\" = 1\n" + std::string(kMinimalConfig)) ==
+        R"(FILE:1:12: \x00: unknown top-level key (keys belong in a table))");
+  CHECK(trainctl::printable("a\tb\x7f\xc2\x9b[c\xc3\xa9") == R"(a\x09b\x7f\u009b[cé)");
+  // A value's control characters are escaped too, wherever a message quotes it.
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", R"(optimizer = "sgd\u001b[31m")")) ==
+        R"(FILE:12:13: train.optimizer: must be one of "sgd", "adamw" (got "sgd\x1b[31m"))");
 }

@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include <fmt/format.h>
+
 #include "config_reader.h"
 #include "job_spec.h"
 
@@ -224,4 +226,85 @@ TEST_CASE("a setup element is exactly one shell line") {
         "job.toml:3:9: job.setup: element 1 contains a newline; write each shell line as its own element");
   CHECK(error_of("[job]\nname = \"x\"\nsetup = [\"a\\u0000b\"]\n") ==
         "job.toml:3:9: job.setup: element 0 contains a NUL character");
+}
+
+TEST_CASE("a 1 MB value in any [job] string key is refused by its length before anything else reads it") {
+  const std::string huge(1 << 20, 'a');
+  const struct {
+    const char* key;
+    const char* message;
+  } cases[] = {
+      {"name", "must be at most 64 characters (got 1048576)"},
+      {"partition", "must be at most 128 characters (got 1048576)"},
+      {"account", "must be at most 128 characters (got 1048576)"},
+      {"qos", "must be at most 128 characters (got 1048576)"},
+      {"mem", "must be at most 32 characters (got 1048576)"},
+      {"time", "must be at most 32 characters (got 1048576)"},
+      {"constraint", "must be at most 4096 characters (got 1048576)"},
+      {"exclude", "must be at most 4096 characters (got 1048576)"},
+      {"signal", R"(must be one of "TERM", "USR1", "USR2" (got a string of 1048576 characters))"},
+  };
+  for (const auto& [key, message] : cases) {
+    CAPTURE(key);
+    const std::string name_line = std::string_view(key) == "name" ? "" : "name = \"x\"\n";
+    CHECK(error_of(fmt::format("[job]\n{} = \"{}\"\n{}", key, huge, name_line)) ==
+          fmt::format("job.toml:2:{}: job.{}: {}", std::string_view(key).size() + 4, key, message));
+  }
+  CHECK(error_of("[job]\nname = \"x\"\n[job.env]\nX = \"" + huge + "\"\n") ==
+        "job.toml:4:5: job.env.X: must be at most 65536 characters (got 1048576)");
+  CHECK(error_of("[job]\nname = \"x\"\nsetup = [\"true\", \"" + huge + "\"]\n") ==
+        "job.toml:3:9: job.setup: element 1 must be at most 65536 characters (got 1048576)");
+  // Up to the limits the values are read.
+  CHECK(parse("[job]\nname = \"x\"\nexclude = \"" + std::string(4096, 'n') + "\"\n").exclude->size() == 4096);
+  CHECK(parse("[job]\nname = \"x\"\n[job.env]\nX = \"" + std::string(65536, 'v') + "\"\n").env["X"].size() == 65536);
+}
+
+TEST_CASE("every [job] count has an upper bound: 2^63-1 is refused with it") {
+  const struct {
+    const char* key;
+    const char* message;
+  } cases[] = {
+      {"nodes", "must be at most 100000 (got 9223372036854775807)"},
+      {"ranks_per_node", "must be at most 4096 (got 9223372036854775807)"},
+      {"cpus_per_rank", "must be at most 4096 (got 9223372036854775807)"},
+      {"gpus_per_node", "must be at most 1024 (got 9223372036854775807)"},
+      {"signal_grace", "must be at most 65535 (got 9223372036854775807)"},
+      {"max_requeues", "must be at most 1000 (got 9223372036854775807)"},
+      {"time", "must be at most 525600 (got 9223372036854775807)"},
+  };
+  for (const auto& [key, message] : cases) {
+    CAPTURE(key);
+    CHECK(error_of(fmt::format("[job]\nname = \"x\"\n{} = 9223372036854775807\n", key)) ==
+          fmt::format("job.toml:3:{}: job.{}: {}", std::string_view(key).size() + 4, key, message));
+  }
+  const JobSpec largest = parse("[job]\nname = \"x\"\nnodes = 100000\nranks_per_node = 4096\n");
+  CHECK(largest.world_size() == 409600000);
+}
+
+TEST_CASE("a time limit of any length of digits is read without overflow and bounded to 365 days") {
+  CHECK(error_of("[job]\nname = \"x\"\ntime = \"99999999999999999999\"\n") ==
+        "job.toml:3:8: job.time: must be at most 365 days (got \"99999999999999999999\")");
+  CHECK(error_of("[job]\nname = \"x\"\ntime = \"1-99999999999999999999:0\"\n") ==
+        "job.toml:3:8: job.time: must be at most 365 days (got \"1-99999999999999999999:0\")");
+  CHECK(error_of("[job]\nname = \"x\"\ntime = \"365-0:0:1\"\n") ==
+        "job.toml:3:8: job.time: must be at most 365 days (got \"365-0:0:1\")");
+  CHECK(parse("[job]\nname = \"x\"\ntime = \"365-0\"\n").time == "365-0");
+  CHECK(parse("[job]\nname = \"x\"\ntime = 525600\n").time == "525600");
+  const std::string time_rule =
+      "must be a SLURM time \"M\", \"M:S\", \"H:M:S\", \"D-H\", \"D-H:M\" or \"D-H:M:S\" (digits only), "
+      "or an integer number of minutes";
+  for (const char* time : {"-1", "1-", "1:", ":1", "1--1", "1::1", "1-1-1", "+1", " 1"}) {
+    CAPTURE(time);
+    CHECK(error_of(fmt::format("[job]\nname = \"x\"\ntime = \"{}\"\n", time)) ==
+          fmt::format("job.toml:3:8: job.time: {} (got \"{}\")", time_rule, time));
+  }
+}
+
+TEST_CASE("a NUL or a control character in a [job] string is refused, and shown escaped") {
+  CHECK(error_of("[job]\nname = \"x\"\npartition = \"gpu\\u0000x\"\n") ==
+        "job.toml:3:13: job.partition: must not contain a NUL character");
+  CHECK(error_of("[job]\nname = \"x\\u0007\"\n") ==
+        "job.toml:2:8: job.name: may contain only letters, digits, '.', '_' and '-' (got \"x\\x07\")");
+  CHECK(error_of("[job]\nname = \"x\"\n[job.env]\n\"A\\u0000B\" = \"v\"\n") ==
+        "job.toml:4:14: job.env.A\\x00B: must be a shell variable name: a letter or '_', then letters, digits or '_'");
 }

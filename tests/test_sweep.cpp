@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include "config_file.h"
@@ -244,6 +245,37 @@ TEST_CASE("grids and distributions must be well formed") {
         "FILE:16:25: sweep.train.lr: choice takes a list of values, such as { choice = [16, 32] }");
 }
 
+TEST_CASE("a sweep can neither hold nor draw nan or inf") {
+  CHECK(sweep_error(R"("train.lr" = [1e-3, nan])") == "FILE:16:21: sweep.train.lr: must be a finite number (got nan)");
+  CHECK(sweep_error(R"("train.betas" = [[0.9, 0.99], [0.9, inf]])") ==
+        "FILE:16:31: sweep.train.betas: element 1 must be a finite number (got inf)");
+  CHECK(sweep_error(R"("train.lr" = { choice = [1e-3, -inf] })") ==
+        "FILE:16:32: sweep.train.lr: must be a finite number (got -inf)");
+  CHECK(sweep_error(R"("train.weight_decay" = { uniform = [0.0, inf] })") ==
+        "FILE:16:36: sweep.train.weight_decay: uniform takes [low, high], two finite numbers (got [0, inf])");
+  CHECK(sweep_error(R"("train.lr" = { log_uniform = [nan, 0.1] })") ==
+        "FILE:16:30: sweep.train.lr: log_uniform takes [low, high], two finite numbers (got [nan, 0.1])");
+  // high - low would be inf, and so would every draw.
+  CHECK(sweep_error(R"("train.lr" = { uniform = [-1.7e308, 1.7e308] })") ==
+        "FILE:16:26: sweep.train.lr: uniform range [-1.7e+308, 1.7e+308] is too wide: high - low must be a finite number");
+}
+
+TEST_CASE("the sweep's counts are bounded: 2^63-1 is refused") {
+  CHECK(sweep_error("\"train.lr\" = { uniform = [0.001, 0.1] }\nsamples = 9223372036854775807") ==
+        "FILE:17:11: sweep.samples: must be at most 100000 (got 9223372036854775807)");
+  CHECK(sweep_error("\"train.lr\" = [0.1]\nmax_parallel = 9223372036854775807") ==
+        "FILE:17:16: sweep.max_parallel: must be at most 100000 (got 9223372036854775807)");
+  CHECK(sweep_error(R"("train.steps" = [9223372036854775807])") ==
+        "FILE:16:18: sweep.train.steps: must be at most 1000000000 (got 9223372036854775807)");
+  // The seed may be any non-negative int64, and so may an integer range over it.
+  const std::vector<SweepTask> tasks = expand(
+      "\"train.seed\" = { uniform = [0, 9223372036854775807] }\nsamples = 3\nseed = 9223372036854775807\n");
+  for (const toml::node* seed : column(tasks, 0)) CHECK(seed->value<int64_t>() >= 0);
+  const std::vector<SweepTask> logs = expand(
+      "\"train.seed\" = { log_uniform = [1, 9223372036854775807] }\nsamples = 50\n");
+  for (const toml::node* seed : column(logs, 0)) CHECK(seed->value<int64_t>() >= 1);
+}
+
 TEST_CASE("a float range is checked at the values it can draw: low, and just below high") {
   // momentum must lie in [0, 1); uniform draws lie in [low, high), so [0, 1] is fine.
   CHECK(sweep_error("\"train.momentum\" = { uniform = [0.0, 1.0] }\nsamples = 1\n") == "(no error)");
@@ -312,7 +344,7 @@ TEST_CASE("task_config puts the task's values in and drops [sweep]") {
   trainctl::check_config_table(task, config.path);
 }
 
-TEST_CASE("checked_task_configs checks each task's whole config, naming a task whose values clash") {
+TEST_CASE("for_each_task_config checks each task's whole config, naming a task whose values clash") {
   // Each value is valid against the base config (steps 100, no warmup), but task 1 pairs
   // 10 steps with 50 warmup steps.
   const trainctl::Config config =
@@ -323,8 +355,8 @@ TEST_CASE("checked_task_configs checks each task's whole config, naming a task w
     trainctl::check_config_table(table, config.path);
   };
   try {
-    trainctl::checked_task_configs(config.table, *config.sweep, tasks, check);
-    FAIL("checked_task_configs accepted a task with more warmup steps than steps");
+    trainctl::for_each_task_config(config.table, *config.sweep, tasks, check, [](const SweepTask&, toml::table&) {});
+    FAIL("for_each_task_config accepted a task with more warmup steps than steps");
   } catch (const ConfigError& error) {
     CHECK(located(error, config.path) ==
           "FILE:15:1: sweep: task 1 (train.steps=10 train.warmup_steps=50) is not a valid config: "
@@ -332,11 +364,27 @@ TEST_CASE("checked_task_configs checks each task's whole config, naming a task w
   }
 
   const std::vector<SweepTask> valid{tasks[0], tasks[3]};
-  const std::vector<toml::table> configs = trainctl::checked_task_configs(config.table, *config.sweep, valid, check);
+  std::vector<toml::table> configs;
+  trainctl::for_each_task_config(config.table, *config.sweep, valid, check,
+                                 [&](const SweepTask&, toml::table& table) { configs.push_back(std::move(table)); });
   REQUIRE(configs.size() == 2);
   CHECK(configs[1]["train"]["steps"].value_exact<int64_t>() == std::optional<int64_t>(100));
   CHECK(configs[1]["train"]["warmup_steps"].value_exact<int64_t>() == std::optional<int64_t>(50));
   CHECK_FALSE(configs[1].contains("sweep"));
+}
+
+TEST_CASE("for_each_task_config hands over each checked task config in order, keeping none") {
+  const trainctl::Config config = load_text(with_sweep("\"train.lr\" = [0.01, 0.1]\n\"train.steps\" = [50, 60]\n"));
+  const std::vector<SweepTask> tasks = trainctl::expand_sweep(*config.sweep);
+  const auto check = [&](const toml::table& table) { trainctl::check_config_table(table, config.path); };
+  std::vector<std::string> seen;
+  trainctl::for_each_task_config(config.table, *config.sweep, tasks, check,
+                                 [&](const SweepTask& task, toml::table& table) {
+                                   CHECK_FALSE(table.contains("sweep"));
+                                   seen.push_back(fmt::format("{} {} {}", task.index, *table["train"]["lr"].value<double>(),
+                                                              *table["train"]["steps"].value<int64_t>()));
+                                 });
+  CHECK(seen == std::vector<std::string>{"0 0.01 50", "1 0.01 60", "2 0.1 50", "3 0.1 60"});
 }
 
 TEST_CASE("describe_task writes path=value pairs on one line") {

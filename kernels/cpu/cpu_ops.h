@@ -45,6 +45,14 @@ Value lane_sum(int64_t n, Term term) {
   return lane_reduce(n, Value{0}, term, [](Value a, Value b) { return a + b; });
 }
 
+// A parameter gradient summed over a call's rows (a bias, a LayerNorm weight) is collected in
+// this zeroed scratch first and added to the gradient once (add_column_sums): each micro-batch
+// contributes one partial sum, so 1 rank x grad_accum 2 and 2 ranks x grad_accum 1 add the same
+// partial sums in the same order, and a small sum is never rounded against a large running one.
+// `slot` tells apart the scratches one op uses at once.
+float* zeroed_column_sums(int slot, int64_t cols);
+void add_column_sums(float* gradient, const float* sums, int64_t cols);
+
 // memory.cpp
 void bind_local(int local_rank, int local_size);
 void* alloc(size_t bytes);

@@ -2,6 +2,8 @@
 // residual add, as plain loops that the compiler vectorizes.
 #include <cmath>
 
+#include <vector>
+
 #include "cpu_ops.h"
 
 namespace trainctl::cpu {
@@ -103,9 +105,22 @@ void bias_act_forward(Stream, float* z, const float* bias, float* out, int64_t r
 
 void bias_act_backward(Stream, const float* grad_out, const float* z, const float* out, float* grad_z,
                        float* grad_bias, int64_t rows, int64_t cols, Activation act) {
+  float* bias_sums = zeroed_column_sums(0, cols);
   with_activation(act, [=](auto activation) {
-    bias_act_backward_rows<decltype(activation)>(grad_out, z, out, grad_z, grad_bias, rows, cols);
+    bias_act_backward_rows<decltype(activation)>(grad_out, z, out, grad_z, bias_sums, rows, cols);
   });
+  add_column_sums(grad_bias, bias_sums, cols);
+}
+
+float* zeroed_column_sums(int slot, int64_t cols) {
+  thread_local std::vector<float> scratch[2];
+  std::vector<float>& sums = scratch[slot];
+  sums.assign(static_cast<size_t>(cols), 0.0f);
+  return sums.data();
+}
+
+void add_column_sums(float* gradient, const float* sums, int64_t cols) {
+  for (int64_t c = 0; c < cols; ++c) gradient[c] += sums[c];
 }
 
 void add(Stream, float* out, const float* a, const float* b, int64_t n) {

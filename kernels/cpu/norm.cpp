@@ -57,6 +57,8 @@ void layernorm_backward(Stream, float* grad_x, float* grad_weight, float* grad_b
                         const float* x, const float* weight, const float* mean, const float* rstd, int64_t rows,
                         int64_t cols) {
   const auto count = static_cast<double>(cols);
+  float* weight_sums = zeroed_column_sums(0, cols);
+  float* bias_sums = zeroed_column_sums(1, cols);
   for (int64_t r = 0; r < rows; ++r) {
     const float* x_row = x + r * cols;
     const float* grad_out_row = grad_out + r * cols;
@@ -67,10 +69,12 @@ void layernorm_backward(Stream, float* grad_x, float* grad_weight, float* grad_b
                                                const float norm = (x_row[c] - row_mean) * row_rstd;
                                                return static_cast<double>(grad_out_row[c] * weight[c]) * norm;
                                              }) / count;
-    accumulate_row_gradients(grad_x + r * cols, grad_weight, grad_bias, grad_out_row, x_row, weight, row_mean,
+    accumulate_row_gradients(grad_x + r * cols, weight_sums, bias_sums, grad_out_row, x_row, weight, row_mean,
                              row_rstd, static_cast<float>(mean_grad_norm),
                              static_cast<float>(mean_grad_norm_times_norm), cols);
   }
+  add_column_sums(grad_weight, weight_sums, cols);
+  add_column_sums(grad_bias, bias_sums, cols);
 }
 
 }  // namespace trainctl::cpu

@@ -5,12 +5,11 @@
 source "$(dirname "$0")/lib.sh"
 make_data
 
-# expect_exit CODE EXPECTED_STDERR_LINE COMMAND...
-expect_exit() {
-  local code=$1 message=$2 actual=0
+# expect_error CODE EXPECTED_STDERR_LINE COMMAND...
+expect_error() {
+  local code=$1 message=$2
   shift 2
-  "$@" >out.txt 2>err.txt || actual=$?
-  [ "$actual" -eq "$code" ] || fail "$* exited $actual, expected $code; stderr: $(cat err.txt)"
+  expect_exit "$code" "$@"
   grep -qxF -- "$message" err.txt || fail "$*: expected stderr line '$message', got: $(cat err.txt)"
 }
 
@@ -19,12 +18,12 @@ write_config good.toml good
 
 sed 's/^lr = 1e-2$/lrr = 1e-2/' good.toml >typo.toml
 line=$(grep -n '^lrr' typo.toml | cut -d: -f1)
-expect_exit 2 "trainctl: typo.toml:$line:7: train.lrr: unknown key (did you mean \"lr\"?)" "$TRAINCTL" validate typo.toml
-expect_exit 2 "trainctl: typo.toml:$line:7: train.lrr: unknown key (did you mean \"lr\"?)" "$TRAINCTL" submit typo.toml
+expect_error 2 "trainctl: typo.toml:$line:7: train.lrr: unknown key (did you mean \"lr\"?)" "$TRAINCTL" validate typo.toml
+expect_error 2 "trainctl: typo.toml:$line:7: train.lrr: unknown key (did you mean \"lr\"?)" "$TRAINCTL" submit typo.toml
 [ ! -e runs/good ] || fail "a rejected submit created a run directory"
 
 write_config hostile.toml 'x$(touch pwned)'
-expect_exit 2 "trainctl: hostile.toml:2:8: job.name: may contain only letters, digits, '.', '_' and '-' (got \"x\$(touch pwned)\")" \
+expect_error 2 "trainctl: hostile.toml:2:8: job.name: may contain only letters, digits, '.', '_' and '-' (got \"x\$(touch pwned)\")" \
   "$TRAINCTL" render hostile.toml
 write_config quoted.toml quoted job.env='{ GREETING = "$(touch pwned); `touch pwned`" }'
 "$TRAINCTL" render quoted.toml -o quoted.sbatch
@@ -32,23 +31,23 @@ grep -qxF "export GREETING='\$(touch pwned); \`touch pwned\`'" quoted.sbatch || 
 bash -n quoted.sbatch
 [ ! -e pwned ] || fail "a config string ran a command"
 
-expect_exit 2 "trainctl: error: config missing.toml does not exist" "$TRAINCTL" validate missing.toml
-expect_exit 2 "trainctl: error: --resume: $PWD/runs/good holds no run to resume" "$TRAINCTL" run good.toml --resume
+expect_error 2 "trainctl: error: config missing.toml does not exist" "$TRAINCTL" validate missing.toml
+expect_error 2 "trainctl: error: --resume: $PWD/runs/good holds no run to resume" "$TRAINCTL" run good.toml --resume
 if "$TRAINCTL" frobnicate 2>/dev/null; then fail "an unknown subcommand succeeded"; fi
 "$TRAINCTL" frobnicate 2>/dev/null || [ $? -eq 2 ] || fail "an unknown subcommand did not exit 2"
 
 write_config wide.toml wide model.inputs=16
-expect_exit 2 "trainctl: error: the runtime rejected its input (see above)" "$TRAINCTL" run wide.toml
+expect_error 2 "trainctl: error: the runtime rejected its input (see above)" "$TRAINCTL" run wide.toml
 grep -qF "data.train: $PWD/data/train.h5 has 32 features per sample but model.inputs = 16" err.txt ||
   fail "the runtime did not say why: $(cat err.txt)"
 
 write_config small.toml small train.steps=2 checkpoint.every_steps=1
 "$TRAINCTL" run small.toml >/dev/null
 write_config small.toml small model.hidden='[65]' train.steps=3
-expect_exit 2 "trainctl: error: the runtime rejected its input (see above)" "$TRAINCTL" run small.toml --resume
+expect_error 2 "trainctl: error: the runtime rejected its input (see above)" "$TRAINCTL" run small.toml --resume
 grep -qF "does not fit the config's model: it has 0.weight [64, 32], the config needs 0.weight [65, 32]" err.txt ||
   fail "no shape-mismatch message: $(cat err.txt)"
 
 printf 'garbage' >"$(checkpoint_of runs/small 2)"
-expect_exit 1 "trainctl: error: 1 bad checkpoint(s)" "$TRAINCTL" ckpt verify runs/small
+expect_error 1 "trainctl: error: 1 bad checkpoint(s)" "$TRAINCTL" ckpt verify runs/small
 echo "PASS"

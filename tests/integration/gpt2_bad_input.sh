@@ -5,12 +5,6 @@
 source "$(dirname "$0")/lib.sh"
 make_token_data
 
-expect_exit() {
-  local code=$1 actual=0
-  shift
-  "$@" >out.txt 2>err.txt || actual=$?
-  [ "$actual" -eq "$code" ] || fail "$* exited $actual, expected $code; stderr: $(cat err.txt)"
-}
 expect_message() { grep -qF -- "$1" err.txt || fail "expected \"$1\" in: $(cat err.txt)"; }
 
 gpt2=(model.kind='"gpt2"' job.ranks_per_node=1 train.steps=4 checkpoint.every_steps=2)

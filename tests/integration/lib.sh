@@ -68,6 +68,15 @@ write_config() {
   } >"$file"
 }
 
+# expect_exit CODE COMMAND...: runs COMMAND, which must exit CODE; its stdout is in out.txt and
+# its stderr in err.txt.
+expect_exit() {
+  local code=$1 actual=0
+  shift
+  "$@" >out.txt 2>err.txt || actual=$?
+  [ "$actual" -eq "$code" ] || fail "$* exited $actual, expected $code; stderr: $(cat err.txt)"
+}
+
 checkpoint_of() { echo "$1/checkpoints/$(printf 'step-%08d.h5' "$2")"; }
 
 # The numeric value of a top-level field in the last metrics line that has it.

@@ -8,14 +8,6 @@
 source "$(dirname "$0")/lib.sh"
 make_data
 
-# expect_exit CODE COMMAND...: runs COMMAND, which must exit CODE; its stderr is in err.txt.
-expect_exit() {
-  local code=$1 actual=0
-  shift
-  "$@" >out.txt 2>err.txt || actual=$?
-  [ "$actual" -eq "$code" ] || fail "$* exited $actual, expected $code; stderr: $(cat err.txt)"
-}
-
 # SGD with this learning rate overflows within a few steps; checkpoints every step until then.
 write_config diverging.toml diverging job.ranks_per_node=1 train.optimizer='"sgd"' train.lr=1e30 train.steps=40 \
   checkpoint.every_steps=1 checkpoint.keep_last=40
