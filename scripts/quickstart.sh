@@ -39,9 +39,9 @@ last_step() { sed -nE 's/^\{"step":([0-9]+),"loss".*/\1/p' "$run_dir/metrics.jso
 state_of_run() { "$trainctl" status "$run_dir" --json | sed -nE 's/.*"state":"([A-Z_]+)".*/\1/p'; }
 finished() { case $1 in COMPLETED | FAILED | CANCELLED | TIMEOUT | OUT_OF_MEMORY | NODE_FAIL) return 0 ;; esac; return 1; }
 
-# The preemption: once the job is a third of the way through, SIGTERM to its ranks, which is
+# The preemption: once the job is a third of the way through (step 400 of 1200), SIGTERM to its ranks, which is
 # what SLURM sends (#SBATCH --signal) before a time limit or when it preempts the job.
-preempt_at=200
+preempt_at=400
 state=PENDING
 until finished "$state"; do
   step=$(last_step)
