@@ -9,13 +9,14 @@ packages=(
   meson ninja-build pkg-config g++
   openmpi-bin libopenmpi-dev
   libhdf5-dev hdf5-tools
-  libcli11-dev libtomlplusplus-dev libfmt-dev doctest-dev
+  libcli11-dev libtomlplusplus-dev libfmt-dev doctest-dev nlohmann-json3-dev
   libopenblas-dev
   slurm-wlm munge
   procps  # pgrep: the cluster script and the tests watch daemons with it; minimal systems lack it
   python3 python3-torch python3-h5py
 )
-[[ "${1:-}" == "--bench" ]] && packages+=(bc patchelf)
+# time: /usr/bin/time measures the benchmarks' peak memory; patchelf sets the GPU pack's rpath.
+[[ "${1:-}" == "--bench" ]] && packages+=(bc patchelf time)
 
 missing=()
 for p in "${packages[@]}"; do
