@@ -12,6 +12,7 @@
 #include "config_file.h"
 #include "errors.h"
 #include "exit_codes.h"
+#include "preflight.h"
 #include "run_dir.h"
 
 namespace trainctl {
@@ -48,12 +49,14 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::Range(1, 4096));
   command->add_option("--run-dir", options->run_dir, "run directory (default: runs/<job.name>)");
   command->add_flag("--resume", options->resume, "continue the run in an existing run directory");
-  command->callback([options] {
+  const auto no_preflight = add_no_preflight_flag(*command);
+  command->callback([options, no_preflight] {
     const Config config = load_config(options->config);
     if (config.sweep)
       throw UsageError(fmt::format("{} has a [sweep]; submit it, then run one task with `trainctl run "
                                    "SWEEP/tasks/N/config.toml`",
                                    options->config));
+    if (!*no_preflight) preflight_data(config);
     const RunDir run_dir = chosen_run_dir(options->run_dir, config.job.name);
     run_dir.prepare(resolved_config_text(config.table, config.path), options->resume);
 

@@ -57,11 +57,10 @@ void add_status_command(CLI::App& app) {
     fmt::print("{:<32} {:>8} {:<10} {:>8} {:>8} {:>10} {:>10}  {}\n", "RUN", "JOB", "STATE", "REQUEUES", "STEP", "LOSS",
                "VAL_LOSS", "NOTE");
     for (const RunStatus& status : statuses) {
-      std::string note = status.outcome.empty() ? status.reason : status.outcome;
       fmt::print("{:<32} {:>8} {:<10} {:>8} {:>8} {:>10} {:>10}  {}\n", shown_path(status.run_dir), status.job_id,
                  status.state,
                  status.restarts, status.step ? std::to_string(*status.step) : "-", optional_text(status.loss),
-                 optional_text(status.val_loss), note);
+                 optional_text(status.val_loss), status_note(status));
     }
   });
 }

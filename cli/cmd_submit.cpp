@@ -10,6 +10,7 @@
 #include "config_file.h"
 #include "run_dir.h"
 #include "errors.h"
+#include "preflight.h"
 #include "slurm_client.h"
 #include "sweep_submit.h"
 
@@ -43,8 +44,10 @@ void add_submit_command(CLI::App& app) {
   command->add_option("config", options->config, "TOML config")->required();
   command->add_option("--run-dir", options->run_dir, "run directory (default: runs/<job.name>)");
   command->add_flag("--resume", options->resume, "continue the run in an existing run directory");
-  command->callback([options] {
+  const auto no_preflight = add_no_preflight_flag(*command);
+  command->callback([options, no_preflight] {
     const Config config = load_config(options->config);
+    if (!*no_preflight) preflight_data(config);
     if (config.sweep) {
       if (options->resume)
         throw UsageError("--resume continues one run; a sweep's failed tasks go again with `trainctl sweep resubmit "

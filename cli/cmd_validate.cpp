@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "config_file.h"
+#include "preflight.h"
 #include "sweep_submit.h"
 
 namespace trainctl {
@@ -12,8 +13,10 @@ void add_validate_command(CLI::App& app) {
   auto* command = app.add_subcommand("validate", "check a config; exit 0 if valid, 2 with file:line:col: key: message");
   auto config_path = std::make_shared<std::string>();
   command->add_option("config", *config_path, "TOML config")->required();
-  command->callback([config_path] {
+  const auto no_preflight = add_no_preflight_flag(*command);
+  command->callback([config_path, no_preflight] {
     const Config config = load_config(*config_path);
+    if (!*no_preflight) preflight_data(config);
     fmt::print("{}: valid: job \"{}\" with {} node(s) x {} rank(s); {}; {} steps, global batch {}\n",
                *config_path, config.job.name, config.job.nodes, config.job.ranks_per_node, config.run.model.describe(),
                config.run.train.steps,

@@ -38,12 +38,30 @@ void read_metrics(const std::string& path, RunStatus& status) {
   }
 }
 
+// job.outcome: the last ending, then the reasons for earlier requeues.
+void read_outcome(const std::string& path, RunStatus& status) {
+  std::ifstream in(path);
+  std::getline(in, status.outcome);
+  for (std::string line; std::getline(in, line);)
+    if (is_requeue_outcome(line)) status.requeue_reasons.push_back(line);
+}
+
 int read_count(const std::string& path) {
   std::optional<std::string> text = read_first_line(path);
   if (!text || text->empty() || !std::all_of(text->begin(), text->end(), ::isdigit)) return 0;
   return std::stoi(*text);
 }
 }  // namespace
+
+bool is_requeue_outcome(const std::string& outcome) { return outcome.starts_with("requeued:"); }
+
+std::string status_note(const RunStatus& status) {
+  std::vector<std::string> parts;
+  if (!status.outcome.empty()) parts.push_back(status.outcome);
+  parts.insert(parts.end(), status.requeue_reasons.begin(), status.requeue_reasons.end());
+  if (parts.empty()) return status.reason;
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
 
 bool is_active_state(const std::string& state) {
   // SLURM's final states; every other one (PENDING, RUNNING, REQUEUED, COMPLETING, ...) can
@@ -57,7 +75,7 @@ bool is_active_state(const std::string& state) {
 RunStatus read_run_record(const RunDir& run_dir) {
   RunStatus status;
   status.run_dir = run_dir.path();
-  status.outcome = read_first_line(run_dir.outcome()).value_or("");
+  read_outcome(run_dir.outcome(), status);
   status.job_id = run_dir.job_id().value_or("");
   status.restarts = read_count(run_dir.requeue_count());
   read_metrics(run_dir.metrics(), status);
@@ -73,7 +91,7 @@ void settle_state(RunStatus& status, const std::optional<SlurmView>& slurm) {
     status.state = slurm->state;
   else if (status.outcome == "completed")
     status.state = "COMPLETED";
-  else if (!status.outcome.empty())
+  else if (!status.outcome.empty() && !is_requeue_outcome(status.outcome))
     status.state = "FAILED";
   else if (slurm)
     status.state = slurm->state;
@@ -106,6 +124,7 @@ Json& add_run_status(Json& record, const RunStatus& status) {
   if (status.val_loss) record["val_loss"] = *status.val_loss;
   if (status.best_val_loss) record["best_val_loss"] = *status.best_val_loss;
   record["outcome"] = status.outcome;
+  if (!status.requeue_reasons.empty()) record["requeue_reasons"] = status.requeue_reasons;
   return record;
 }
 

@@ -23,8 +23,18 @@ struct RunStatus {
   std::optional<double> loss;   // last logged train loss
   std::optional<double> val_loss;       // last validation loss
   std::optional<double> best_val_loss;  // lowest validation loss of the run
-  std::string outcome;    // job.outcome, once the batch script has finished
+  std::string outcome;    // job.outcome's first line: how the batch script last ended
+  // Why this submission was requeued before that ("requeued: killed by signal 9 at step 120"),
+  // newest first: job.outcome's later lines.
+  std::vector<std::string> requeue_reasons;
 };
+
+// The outcome the batch script writes before a requeue: the job goes on.
+bool is_requeue_outcome(const std::string& outcome);
+
+// The status table's note: the outcome and the reasons for earlier requeues, else why the job
+// is pending.
+std::string status_note(const RunStatus& status);
 
 // SLURM's view of a job, when slurmctld still knows it.
 struct SlurmView {
@@ -37,7 +47,8 @@ struct SlurmView {
 RunStatus read_run_record(const RunDir& run_dir);
 
 // Sets the state: SLURM's while the job is queued or running, else the outcome the batch script
-// wrote, else how SLURM saw it end (CANCELLED: the script never got to write one), else UNKNOWN.
+// wrote (unless it was a requeue, which is no end), else how SLURM saw it end (CANCELLED: the
+// script never got to write one), else UNKNOWN.
 void settle_state(RunStatus& status, const std::optional<SlurmView>& slurm);
 
 // Queued or running, by SLURM's state: it may still finish.

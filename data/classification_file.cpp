@@ -48,33 +48,50 @@ std::vector<int32_t> labels_of(const std::vector<int64_t>& stored) {
   return labels;
 }
 
+ClassificationShape checked_shape(hid_t file, const std::string& path) {
+  const uint64_t file_bytes = std::filesystem::file_size(path);
+  const DatasetHeader x = dataset_header(file, "x");
+  const DatasetHeader y = dataset_header(file, "y");
+  if (x.type != "float32") throw std::runtime_error(fmt::format("dataset x is {}, expected float32", x.type));
+  if (!y.is_integer) throw std::runtime_error(fmt::format("dataset y is {}, expected an integer type", y.type));
+  if (x.shape.size() != 2) throw std::runtime_error("dataset x must have 2 dimensions [N, D]");
+  if (y.shape.size() != 1 || y.shape[0] != x.shape[0])
+    throw std::runtime_error(fmt::format("dataset y must have shape [{}] to match x", x.shape[0]));
+  if (x.shape[0] == 0) throw std::runtime_error("dataset x has no rows");
+  if (x.shape[1] == 0) throw std::runtime_error("dataset x has no columns");
+  check_fits_file("x", x, file_bytes);
+  check_fits_file("y", y, file_bytes);
+  return {x.shape[0], x.shape[1]};
+}
+
+std::runtime_error dataset_error(const std::string& path, const std::exception& error) {
+  return std::runtime_error(fmt::format("cannot read dataset {}: {}", path, error.what()));
+}
+
 }  // namespace
+
+ClassificationShape read_classification_shape(const std::string& path) {
+  try {
+    H5Handle file = open_file(path);
+    return checked_shape(file.get(), path);
+  } catch (const std::exception& error) {
+    throw dataset_error(path, error);
+  }
+}
 
 ClassificationData read_classification_file(const std::string& path) {
   try {
     H5Handle file = open_file(path);
-    const uint64_t file_bytes = std::filesystem::file_size(path);
-    const DatasetHeader x = dataset_header(file.get(), "x");
-    const DatasetHeader y = dataset_header(file.get(), "y");
-    if (x.type != "float32")
-      throw std::runtime_error(fmt::format("dataset x is {}, expected float32", x.type));
-    if (!y.is_integer) throw std::runtime_error(fmt::format("dataset y is {}, expected an integer type", y.type));
-    if (x.shape.size() != 2) throw std::runtime_error("dataset x must have 2 dimensions [N, D]");
-    if (y.shape.size() != 1 || y.shape[0] != x.shape[0])
-      throw std::runtime_error(fmt::format("dataset y must have shape [{}] to match x", x.shape[0]));
-    if (x.shape[0] == 0) throw std::runtime_error("dataset x has no rows");
-    if (x.shape[1] == 0) throw std::runtime_error("dataset x has no columns");
-    check_fits_file("x", x, file_bytes);
-    check_fits_file("y", y, file_bytes);
+    const ClassificationShape shape = checked_shape(file.get(), path);
     ClassificationData data;
-    data.samples = x.shape[0];
-    data.features = x.shape[1];
+    data.samples = shape.samples;
+    data.features = shape.features;
     data.x = read_floats(file.get(), "x");
     check_no_nonfinite(data);
     data.y = labels_of(read_int64s(file.get(), "y"));
     return data;
   } catch (const std::exception& error) {
-    throw std::runtime_error(fmt::format("cannot read dataset {}: {}", path, error.what()));
+    throw dataset_error(path, error);
   }
 }
 

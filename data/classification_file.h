@@ -18,6 +18,15 @@ struct ClassificationData {
   std::vector<int32_t> y;  // [samples]
 };
 
+struct ClassificationShape {
+  int64_t samples = 0;
+  int64_t features = 0;
+};
+
+// The headers of x and y alone, checked as read_classification_file checks them (dtypes,
+// shapes, sizes the file can hold), no data read. Throws as read_classification_file does.
+ClassificationShape read_classification_shape(const std::string& path);
+
 // Throws std::runtime_error naming the file and what is wrong with it.
 ClassificationData read_classification_file(const std::string& path);
 void write_classification_file(const std::string& path, const ClassificationData& data);

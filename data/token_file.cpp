@@ -33,6 +33,32 @@ int64_t file_size_of(const std::string& path) {
   return static_cast<int64_t>(size);
 }
 
+struct OpenTokenFile {
+  std::ifstream in;  // at the first token
+  int64_t count = 0;
+};
+
+OpenTokenFile open_token_file(const std::string& path) {
+  const int64_t size = file_size_of(path);
+  OpenTokenFile file{std::ifstream(path, std::ios::binary)};
+  if (!file.in) throw DataError(fmt::format("cannot read token file {}: {}", path, std::strerror(errno)));
+  if (size < kHeaderBytes)
+    throw DataError(fmt::format("{}: {} bytes, shorter than the {}-byte header of a token file", path, size,
+                                kHeaderBytes));
+  std::array<int32_t, kTokenFileHeaderInts> header{};
+  file.in.read(reinterpret_cast<char*>(header.data()), kHeaderBytes);
+  if (header[0] != kTokenFileMagic)
+    throw DataError(fmt::format("{}: not a token file: magic number {}, expected {}", path, header[0], kTokenFileMagic));
+  if (header[1] != kTokenFileVersion)
+    throw DataError(fmt::format("{}: token file version {}, expected {}", path, header[1], kTokenFileVersion));
+  file.count = header[2];
+  const int64_t expected_size = kHeaderBytes + file.count * static_cast<int64_t>(sizeof(uint16_t));
+  if (file.count < 0 || size != expected_size)
+    throw DataError(fmt::format("{}: file size {} bytes does not match the header's token count {} ({} bytes)", path,
+                                size, file.count, expected_size));
+  return file;
+}
+
 }  // namespace
 
 std::vector<std::string> token_file_paths(const std::string& pattern) {
@@ -47,28 +73,13 @@ std::vector<std::string> token_file_paths(const std::string& pattern) {
   return paths;
 }
 
-std::vector<uint16_t> read_token_file(const std::string& path, int64_t vocab_size) {
-  const int64_t size = file_size_of(path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(fmt::format("cannot read token file {}: {}", path, std::strerror(errno)));
-  if (size < kHeaderBytes)
-    throw DataError(fmt::format("{}: {} bytes, shorter than the {}-byte header of a token file", path, size,
-                                kHeaderBytes));
-  std::array<int32_t, kTokenFileHeaderInts> header{};
-  in.read(reinterpret_cast<char*>(header.data()), kHeaderBytes);
-  if (header[0] != kTokenFileMagic)
-    throw DataError(fmt::format("{}: not a token file: magic number {}, expected {}", path, header[0], kTokenFileMagic));
-  if (header[1] != kTokenFileVersion)
-    throw DataError(fmt::format("{}: token file version {}, expected {}", path, header[1], kTokenFileVersion));
-  const int64_t count = header[2];
-  const int64_t expected_size = kHeaderBytes + count * static_cast<int64_t>(sizeof(uint16_t));
-  if (count < 0 || size != expected_size)
-    throw DataError(fmt::format("{}: file size {} bytes does not match the header's token count {} ({} bytes)", path,
-                                size, count, expected_size));
+int64_t read_token_count(const std::string& path) { return open_token_file(path).count; }
 
-  std::vector<uint16_t> tokens(static_cast<size_t>(count));
-  in.read(reinterpret_cast<char*>(tokens.data()), count * static_cast<int64_t>(sizeof(uint16_t)));
-  if (!in) throw DataError(fmt::format("cannot read token file {}: {}", path, std::strerror(errno)));
+std::vector<uint16_t> read_token_file(const std::string& path, int64_t vocab_size) {
+  OpenTokenFile file = open_token_file(path);
+  std::vector<uint16_t> tokens(static_cast<size_t>(file.count));
+  file.in.read(reinterpret_cast<char*>(tokens.data()), file.count * static_cast<int64_t>(sizeof(uint16_t)));
+  if (!file.in) throw DataError(fmt::format("cannot read token file {}: {}", path, std::strerror(errno)));
   const auto too_large = std::find_if(tokens.begin(), tokens.end(), [&](uint16_t token) { return token >= vocab_size; });
   if (too_large != tokens.end())
     throw DataError(fmt::format("{}: token {} at position {} is not below model.vocab_size = {}", path, *too_large,

@@ -19,8 +19,12 @@ constexpr int64_t kTokenFileHeaderInts = 256;
 // nothing matches.
 std::vector<std::string> token_file_paths(const std::string& pattern);
 
-// Reads and checks one token file: magic, version, the file size against the header's count,
-// and every token < vocab_size. Throws DataError naming the file and the problem.
+// Reads and checks one token file's header alone: magic, version, the file size against the
+// header's count. Returns the count; throws DataError naming the file and the problem.
+int64_t read_token_count(const std::string& path);
+
+// Reads and checks one token file: its header as read_token_count does, and every token <
+// vocab_size. Throws DataError naming the file and the problem.
 std::vector<uint16_t> read_token_file(const std::string& path, int64_t vocab_size);
 
 // Writes `tokens` with their header, atomically (atomic_file.h).

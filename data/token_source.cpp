@@ -11,13 +11,17 @@
 
 namespace trainctl {
 
+void require_one_window(const std::string& path, int64_t count, int64_t block_size) {
+  if (count < block_size + 1)
+    throw DataError(fmt::format("{}: {} tokens, fewer than model.block_size + 1 = {}", path, count, block_size + 1));
+}
+
 TokenSource::TokenSource(std::string pattern, int64_t block_size, int64_t vocab_size)
     : pattern_(std::move(pattern)), block_size_(block_size) {
   for (const std::string& path : token_file_paths(pattern_)) {
     Shard shard{path, read_token_file(path, vocab_size), examples_};
     const auto count = static_cast<int64_t>(shard.tokens.size());
-    if (count < block_size + 1)
-      throw DataError(fmt::format("{}: {} tokens, fewer than model.block_size + 1 = {}", path, count, block_size + 1));
+    require_one_window(path, count, block_size);
     examples_ += (count - 1) / block_size;
     shards_.push_back(std::move(shard));
   }

@@ -13,6 +13,9 @@
 
 namespace trainctl {
 
+// Throws DataError when the shard at `path`, of `count` tokens, is shorter than one example.
+void require_one_window(const std::string& path, int64_t count, int64_t block_size);
+
 class TokenSource : public BatchSource {
  public:
   // Reads every shard `pattern` names (token_file.h) and checks it against the model: tokens

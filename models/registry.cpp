@@ -2,25 +2,53 @@
 // its [model] schema in common/train_spec.cpp.
 #include "registry.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "classification_file.h"
 #include "gpt2.h"
 #include "mlp.h"
+#include "token_file.h"
 #include "token_source.h"
 
 namespace trainctl {
 
 namespace {
 
+// Refuses what is not a regular file before any reader opens it: a FIFO would block the reader.
+void require_regular_file(const std::string& path) {
+  struct stat status {};
+  if (stat(path.c_str(), &status) != 0) throw DataError(fmt::format("{}: {}", path, std::strerror(errno)));
+  if (S_ISDIR(status.st_mode)) throw DataError(fmt::format("{}: is a directory, not a data file", path));
+  if (!S_ISREG(status.st_mode)) throw DataError(fmt::format("{}: is not a regular file", path));
+}
+
+void require_features(const std::string& path, int64_t features, const MlpSpec& model) {
+  if (features != model.inputs)
+    throw DataError(fmt::format("{} has {} features per sample but model.inputs = {}", path, features, model.inputs));
+}
+
+void check_classification(const std::string& path, const ModelSpec& spec) {
+  require_regular_file(path);
+  ClassificationShape shape;
+  try {
+    shape = read_classification_shape(path);
+  } catch (const std::runtime_error& error) {
+    throw DataError(error.what());
+  }
+  require_features(path, shape.features, std::get<MlpSpec>(spec.config));
+}
+
 std::unique_ptr<BatchSource> open_classification(const std::string& path, const ModelSpec& spec) {
   const auto& model = std::get<MlpSpec>(spec.config);
   auto source = std::make_unique<ClassificationSource>(path);
   const ClassificationData& data = source->data();
-  if (data.features != model.inputs)
-    throw DataError(
-        fmt::format("{} has {} features per sample but model.inputs = {}", path, data.features, model.inputs));
+  require_features(path, data.features, model);
   for (int32_t label : data.y)
     if (label < 0 || label >= model.classes)
       throw DataError(fmt::format("{} has label {}, outside [0, model.classes = {})", path, label, model.classes));
@@ -32,9 +60,17 @@ std::unique_ptr<BatchSource> open_tokens(const std::string& path, const ModelSpe
   return std::make_unique<TokenSource>(path, model.block_size, model.vocab_size);
 }
 
+void check_tokens(const std::string& pattern, const ModelSpec& spec) {
+  const auto& model = std::get<Gpt2Spec>(spec.config);
+  for (const std::string& path : token_file_paths(pattern)) {
+    require_regular_file(path);
+    require_one_window(path, read_token_count(path), model.block_size);
+  }
+}
+
 const ModelKind kModelKinds[] = {
-    {"mlp", {}, make_mlp, open_classification},
-    {"gpt2", {OpFamily::kNorm, OpFamily::kEmbedding, OpFamily::kAttention}, make_gpt2, open_tokens},
+    {"mlp", {}, make_mlp, open_classification, check_classification},
+    {"gpt2", {OpFamily::kNorm, OpFamily::kEmbedding, OpFamily::kAttention}, make_gpt2, open_tokens, check_tokens},
 };
 
 }  // namespace

@@ -36,6 +36,9 @@ struct ModelKind {
   // Opens `path` (data.train or data.val, after path resolution) as this model's data, checked
   // against `spec`; throws DataError naming the file and the problem.
   std::unique_ptr<BatchSource> (*open_data)(const std::string& path, const ModelSpec& spec);
+  // The cheap part of open_data, headers only (the file there, its types and shapes fitting
+  // `spec`), no data read: what can be checked before a job waits in a queue. Throws DataError.
+  void (*check_data)(const std::string& path, const ModelSpec& spec);
 };
 
 const ModelKind& model_kind(const ModelSpec& spec);

@@ -301,14 +301,14 @@ minimum() { sort -g "$1.times" | head -n 1; }
 for sweep in grid random; do
   run_reps "render-$sweep" "$trainctl" render "$sweep.toml"
   run_reps "render-$sweep-peer" "$python" peer.py render "$sweep.toml"
-  run_reps "submit-$sweep" "$trainctl" submit "$sweep.toml" --run-dir "scratch/trainctl-$sweep-{rep}"
+  run_reps "submit-$sweep" "$trainctl" submit --no-preflight "$sweep.toml" --run-dir "scratch/trainctl-$sweep-{rep}"
   run_reps "submit-$sweep-peer" "$python" peer.py submit "$sweep.toml" "scratch/peer-$sweep-{rep}"
 done
 grep -q "^submitted sweep of 1000 tasks" submit-grid.out || { cat submit-grid.out submit-grid.err; exit 1; }
 [[ $(wc -l <render-random.err) -eq 1000 ]] || { echo "render did not list 1000 tasks" >&2; exit 1; }
 
 # The sweep whose status is read: submitted once, then given what 1,000 completed tasks leave.
-"$trainctl" submit grid.toml --run-dir status >/dev/null
+"$trainctl" submit --no-preflight grid.toml --run-dir status >/dev/null
 job=$(sed -n "s/^job_id = '\(.*\)'$/\1/p" status/manifest.toml)
 awk -v job="$job" 'BEGIN { for (i = 999; i >= 0; i--) printf "%-40s|%-24s|%-8s|%-80s\n", job "_" i, "COMPLETED", 0, "None" }' \
   >"bin/squeue.$job"

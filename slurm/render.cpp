@@ -46,6 +46,13 @@ read_count() {
   echo "$value"
 }
 
+# job.outcome: how this run of the script ended on its first line, then why this submission was
+# requeued before (newest first), so a job that completed still tells of its faults.
+record_outcome() {
+  { echo "$1"; grep '^requeued' "$outcome_file" 2>/dev/null; } > "$outcome_file.new"
+  mv -f "$outcome_file.new" "$outcome_file"
+}
+
 start_step=$(read_count "$progress_file")
 echo "trainctl: job $requeue_target run $restart_count starting at step $start_step on $(hostname)"
 srun --mpi=pmix --kill-on-bad-exit=1 "$runtime" --run-dir "$run_dir"
@@ -55,22 +62,31 @@ rc=$?
 # aborted (a requeued job restarted while its previous step was still being torn down).
 if [ "$rc" -eq 0 ] && [ -f "$completed_file" ]; then
   echo "trainctl: training complete"
-  echo "completed" > "$outcome_file"
+  record_outcome "completed"
   exit 0
 fi
 if [ "$rc" -eq 0 ]; then
   echo "trainctl: srun exited 0 but the runtime did not record completion; failing the job"
-  echo "failed: incomplete" > "$outcome_file"
+  record_outcome "failed: incomplete"
   exit 1
 fi
-if [ "$rc" -ne "$saved_requeue_code" ]; then
+# The failure taxonomy. The runtime's own codes 1 and 2 (and any other below 128) are the
+# user's to fix: requeuing would fail again. srun exits 128 + N when a rank was killed by signal
+# N (the OOM killer, a node going down, an operator): an infrastructure fault, which a requeue
+# resumes from the last checkpoint.
+if [ "$rc" -gt 128 ]; then
+  ending="killed by signal $((rc - 128))"
+  echo "trainctl: a rank was $ending (srun exit $rc): an infrastructure fault; resuming from the last checkpoint"
+elif [ "$rc" -eq "$saved_requeue_code" ]; then
+  ending="saved"
+else
   echo "trainctl: runtime failed with exit code $rc"
-  echo "failed: exit $rc" > "$outcome_file"
+  record_outcome "failed: exit $rc"
   exit "$rc"
 fi
 
-# The runtime saved after a signal. Requeue, unless the job has been requeued too often or keeps
-# getting signalled before it completes a step (a time limit shorter than one save interval).
+# Requeue, unless the job has been requeued too often or keeps ending before it completes a
+# step (a time limit shorter than one save interval, a rank killed every time it starts).
 end_step=$(read_count "$progress_file")
 stalls=$(read_count "$stalls_file")
 if [ "$end_step" -gt "$start_step" ]; then
@@ -81,20 +97,22 @@ fi
 echo "$stalls" > "$stalls_file"
 
 if [ "$restart_count" -ge "$max_requeues" ]; then
-  echo "trainctl: not requeuing: max_requeues ($max_requeues) reached at step $end_step"
-  echo "stopped: max_requeues" > "$outcome_file"
+  echo "trainctl: $ending at step $end_step; not requeuing: max_requeues ($max_requeues) reached"
+  record_outcome "stopped: max_requeues"
   exit 1
 fi
 if [ "$stalls" -ge 2 ]; then
-  echo "trainctl: not requeuing: 2 requeues in a row without step progress (step $end_step)"
-  echo "stopped: no progress" > "$outcome_file"
+  echo "trainctl: $ending at step $end_step; not requeuing: 2 requeues in a row without step progress"
+  record_outcome "stopped: no progress"
   exit 1
 fi
 requeue_number=$((restart_count + 1))
-echo "trainctl: saved at step $end_step; requeuing job $requeue_target (requeue $requeue_number of $max_requeues)"
+echo "trainctl: $ending at step $end_step; requeuing job $requeue_target (requeue $requeue_number of $max_requeues)"
+# Recorded first: SLURM may end this script as soon as the requeue is accepted.
+record_outcome "requeued: $ending at step $end_step"
 if ! scontrol requeue "$requeue_target"; then
   echo "trainctl: scontrol requeue $requeue_target failed; the job ends here"
-  echo "failed: requeue" > "$outcome_file"
+  record_outcome "failed: requeue"
   exit 1
 fi
 exit 0
@@ -199,7 +217,7 @@ std::string render_batch_script(const JobSpec& job, const RenderInputs& inputs) 
     for (const std::string& line : job.setup) script += line + "\n";
   }
 
-  script += "\n# Run the ranks; requeue after a save on a signal, within the guards below.\n";
+  script += "\n# Run the ranks; requeue after a save on a signal or a rank killed by one, within the guards below.\n";
   script += fmt::format("runtime={}\n", shell_quote(inputs.runtime_path));
   script += fmt::format("max_requeues={}\n", job.max_requeues);
   script += fmt::format("saved_requeue_code={}\n", exit_code::kSavedRequeue);

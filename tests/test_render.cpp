@@ -1,8 +1,10 @@
 // Tests for batch-script rendering (slurm/render.cpp): the #SBATCH header, shell quoting proven
 // by running the script with bash against stub srun/scontrol commands and a fake runtime, the
-// requeue guard's decisions, the run directory's file names taken from common/run_layout.h,
-// `bash -n` on rendered scripts, and a sweep's job-array script: its header, and each array task
-// finding its own run directory, recording itself there and requeuing only itself.
+// requeue guard's decisions, the failure taxonomy (a rank killed by a signal requeues, exit 1 or
+// 2 does not) and its record in job.outcome, the run directory's file names taken from
+// common/run_layout.h, `bash -n` on rendered scripts, and a sweep's job-array script: its header,
+// and each array task finding its own run directory, recording itself there and requeuing only
+// itself.
 #include <doctest/doctest.h>
 
 #include <stdlib.h>
@@ -68,8 +70,9 @@ void write_executable(const fs::path& path, const std::string& text) {
 // A scratch directory in which a rendered script runs for real under bash: srun is a stub that
 // records its arguments, drops its own options and runs the rest; scontrol records its
 // arguments; the "runtime" dumps the variables named in FAKE_DUMP to <run>/env.<NAME>, writes
-// FAKE_STEP to progress.step, writes completed.step when it exits 0 (unless
-// FAKE_INCOMPLETE is set), and exits with FAKE_RC.
+// FAKE_STEP to progress.step, kills itself with FAKE_SIGNAL when set (srun then exits 128 + the
+// signal, as bash does), writes completed.step when it exits 0 (unless FAKE_INCOMPLETE is set),
+// and exits with FAKE_RC.
 class Sandbox {
  public:
   Sandbox() {
@@ -90,6 +93,7 @@ class Sandbox {
                      "[ \"$1\" = --run-dir ] || exit 99\n"
                      "for name in ${FAKE_DUMP:-}; do printf '%s' \"${!name}\" > \"$2/env.$name\"; done\n"
                      "if [ -n \"${FAKE_STEP:-}\" ]; then echo \"$FAKE_STEP\" > \"$2/progress.step\"; fi\n"
+                     "if [ -n \"${FAKE_SIGNAL:-}\" ]; then kill -s \"$FAKE_SIGNAL\" $$; fi\n"
                      "if [ \"${FAKE_RC:-0}\" = 0 ] && [ -z \"${FAKE_INCOMPLETE:-}\" ]; then echo 40 > \"$2/completed.step\"; fi\n"
                      "exit \"${FAKE_RC:-0}\"\n");
   }
@@ -371,7 +375,52 @@ TEST_CASE("a save after a signal with progress requeues the job") {
   CHECK(result.out.ends_with("\ntrainctl: saved at step 7; requeuing job 123 (requeue 3 of 10)\n"));
   CHECK(read_text(sandbox.path("scontrol.calls")) == "requeue 123\n");
   CHECK(sandbox.run_file("requeue.stalls") == "0\n");
-  CHECK_FALSE(fs::exists(sandbox.run_dir() + "/job.outcome"));
+  CHECK(sandbox.run_file("job.outcome") == "requeued: saved at step 7\n");
+}
+
+TEST_CASE("a rank killed by a signal is an infrastructure fault: requeued, and remembered once complete") {
+  Sandbox sandbox;
+  sandbox.set_run_file("progress.step", "5\n");
+  CommandResult killed = sandbox.run(named_job(), {"FAKE_SIGNAL=KILL", "FAKE_STEP=6"});
+  INFO("stdout: " << killed.out << "\nstderr: " << killed.err);
+  CHECK(killed.exit_code == 0);
+  CHECK(killed.out.ends_with(
+      "\ntrainctl: a rank was killed by signal 9 (srun exit 137): an infrastructure fault; resuming from the last "
+      "checkpoint\ntrainctl: killed by signal 9 at step 6; requeuing job 123 (requeue 1 of 10)\n"));
+  CHECK(read_text(sandbox.path("scontrol.calls")) == "requeue 123\n");
+  CHECK(sandbox.run_file("job.outcome") == "requeued: killed by signal 9 at step 6\n");
+
+  // Each requeue's reason stays below the first line, newest first, until the job's last word.
+  CommandResult saved = sandbox.run(named_job(), {"FAKE_RC=75", "FAKE_STEP=8", "SLURM_RESTART_COUNT=1"});
+  CHECK(saved.exit_code == 0);
+  CHECK(sandbox.run_file("job.outcome") == "requeued: saved at step 8\nrequeued: killed by signal 9 at step 6\n");
+  CommandResult completed = sandbox.run(named_job(), {"FAKE_RC=0", "SLURM_RESTART_COUNT=2"});
+  CHECK(completed.exit_code == 0);
+  CHECK(sandbox.run_file("job.outcome") ==
+        "completed\nrequeued: saved at step 8\nrequeued: killed by signal 9 at step 6\n");
+}
+
+TEST_CASE("a rank killed by a signal is requeued only within the guards") {
+  Sandbox sandbox;
+  JobSpec job = named_job();
+  job.max_requeues = 1;
+  CommandResult result = sandbox.run(job, {"FAKE_SIGNAL=SEGV", "FAKE_STEP=3", "SLURM_RESTART_COUNT=1"});
+  CHECK(result.exit_code == 1);
+  CHECK(result.out.ends_with("\ntrainctl: killed by signal 11 at step 3; not requeuing: max_requeues (1) reached\n"));
+  CHECK(sandbox.run_file("job.outcome") == "stopped: max_requeues\n");
+  CHECK_FALSE(fs::exists(sandbox.path("scontrol.calls")));
+}
+
+TEST_CASE("the runtime's own exit codes 1 and 2 are the user's: no requeue") {
+  for (const std::string code : {"1", "2"}) {
+    CAPTURE(code);
+    Sandbox sandbox;
+    CommandResult result = sandbox.run(named_job(), {"FAKE_RC=" + code, "FAKE_STEP=4"});
+    CHECK(result.exit_code == std::stoi(code));
+    CHECK(result.out.ends_with("\ntrainctl: runtime failed with exit code " + code + "\n"));
+    CHECK(sandbox.run_file("job.outcome") == "failed: exit " + code + "\n");
+    CHECK_FALSE(fs::exists(sandbox.path("scontrol.calls")));
+  }
 }
 
 TEST_CASE("an array task requeues itself as <array job>_<task>") {
@@ -394,8 +443,8 @@ TEST_CASE("two requeues in a row without progress stop the job; progress resets 
 
   CommandResult second = sandbox.run(named_job(), stalled);
   CHECK(second.exit_code == 1);
-  CHECK(second.out.ends_with("\ntrainctl: not requeuing: 2 requeues in a row without step progress (step 7)\n"));
-  CHECK(sandbox.run_file("job.outcome") == "stopped: no progress\n");
+  CHECK(second.out.ends_with("\ntrainctl: saved at step 7; not requeuing: 2 requeues in a row without step progress\n"));
+  CHECK(sandbox.run_file("job.outcome") == "stopped: no progress\nrequeued: saved at step 7\n");
   CHECK(read_text(sandbox.path("scontrol.calls")) == "requeue 123\n");
 
   sandbox.set_run_file("requeue.stalls", "1\n");
@@ -410,7 +459,7 @@ TEST_CASE("max_requeues stops the job even when it makes progress") {
   job.max_requeues = 3;
   CommandResult result = sandbox.run(job, {"FAKE_RC=75", "FAKE_STEP=9", "SLURM_RESTART_COUNT=3"});
   CHECK(result.exit_code == 1);
-  CHECK(result.out.ends_with("\ntrainctl: not requeuing: max_requeues (3) reached at step 9\n"));
+  CHECK(result.out.ends_with("\ntrainctl: saved at step 9; not requeuing: max_requeues (3) reached\n"));
   CHECK(sandbox.run_file("job.outcome") == "stopped: max_requeues\n");
   CHECK_FALSE(fs::exists(sandbox.path("scontrol.calls")));
 }
@@ -420,7 +469,8 @@ TEST_CASE("a failed scontrol requeue ends the job as failed") {
   CommandResult result = sandbox.run(named_job(), {"FAKE_RC=75", "FAKE_STEP=1", "FAKE_SCONTROL_RC=1"});
   CHECK(result.exit_code == 1);
   CHECK(result.out.ends_with("\ntrainctl: scontrol requeue 123 failed; the job ends here\n"));
-  CHECK(sandbox.run_file("job.outcome") == "failed: requeue\n");
+  // The requeue it asked for stays on record below the failure.
+  CHECK(sandbox.run_file("job.outcome") == "failed: requeue\nrequeued: saved at step 1\n");
 }
 
 TEST_CASE("an array script asks for the array, throttled, with a log per array task") {

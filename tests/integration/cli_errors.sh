@@ -36,8 +36,40 @@ expect_error 2 "trainctl: error: --resume: $PWD/runs/good holds no run to resume
 if "$TRAINCTL" frobnicate 2>/dev/null; then fail "an unknown subcommand succeeded"; fi
 "$TRAINCTL" frobnicate 2>/dev/null || [ $? -eq 2 ] || fail "an unknown subcommand did not exit 2"
 
+# Preflight: the data files a config names are checked, headers only, before anything is queued.
+write_config nodata.toml nodata data.train='"data/missing.h5"'
+for command in validate submit run; do
+  expect_error 2 "trainctl: error: data.train: $PWD/data/missing.h5: No such file or directory" "$TRAINCTL" $command nodata.toml
+done
+[ ! -e runs/nodata ] || fail "a preflight failure created a run directory"
+"$TRAINCTL" validate nodata.toml --no-preflight | grep -q "nodata.toml: valid" || fail "--no-preflight still checked the data"
+write_config noval.toml noval data.val='"data"'
+expect_error 2 "trainctl: error: data.val: $PWD/data: is a directory, not a data file" "$TRAINCTL" validate noval.toml
 write_config wide.toml wide model.inputs=16
-expect_error 2 "trainctl: error: the runtime rejected its input (see above)" "$TRAINCTL" run wide.toml
+expect_error 2 "trainctl: error: data.train: $PWD/data/train.h5 has 32 features per sample but model.inputs = 16" \
+  "$TRAINCTL" validate wide.toml
+/usr/bin/python3 - <<'PY'
+import h5py, numpy, struct
+with h5py.File("data/float64.h5", "w") as f:
+    f["x"] = numpy.zeros((8, 32), numpy.float64)
+    f["y"] = numpy.zeros(8, numpy.int64)
+header = [1, 1, 64] + [0] * 253
+open("data/bad_magic.bin", "wb").write(struct.pack("<256i", *header) + bytes(128))
+PY
+write_config double.toml double data.train='"data/float64.h5"'
+expect_error 2 "trainctl: error: data.train: cannot read dataset $PWD/data/float64.h5: dataset x is float64, expected float32" \
+  "$TRAINCTL" validate double.toml
+write_config magic.toml magic model.kind='"gpt2"' data.train='"data/bad_magic.bin"'
+expect_error 2 "trainctl: error: data.train: $PWD/data/bad_magic.bin: not a token file: magic number 1, expected 20240520" \
+  "$TRAINCTL" validate magic.toml
+write_config shards.toml shards model.kind='"gpt2"' data.train='"data/shard_*.bin"'
+expect_error 2 "trainctl: error: data.train: no file matches $PWD/data/shard_*.bin" "$TRAINCTL" submit shards.toml
+# A sweep's every distinct data file, not only the first task's.
+{ cat good.toml; printf '[sweep]\n"data.train" = ["data/train.h5", "data/absent.h5"]\n'; } >sweep.toml
+expect_error 2 "trainctl: error: data.train: $PWD/data/absent.h5: No such file or directory" "$TRAINCTL" validate sweep.toml
+
+# The runtime checks the data again, for files that only the compute nodes see.
+expect_error 2 "trainctl: error: the runtime rejected its input (see above)" "$TRAINCTL" run wide.toml --no-preflight
 grep -qF "data.train: $PWD/data/train.h5 has 32 features per sample but model.inputs = 16" err.txt ||
   fail "the runtime did not say why: $(cat err.txt)"
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Resubmitting a sweep's failed tasks on the real one-node cluster: of a 4-task sweep over
-# training files, task 2's file is not there yet, so it fails; task 3 is cancelled while it
+# training files, task 2's file is not there yet (submitted with --no-preflight, which leaves
+# the data to the compute nodes), so it fails; task 3 is cancelled while it
 # waits. Once the file exists, `sweep resubmit --failed` runs exactly tasks 2 and 3 again as a
 # new array, recorded in the manifest, and the table ends all completed.
 source "$(dirname "$0")/lib.sh"
@@ -16,7 +17,7 @@ max_parallel = 1
 TOML
 sweep=runs/staged
 
-output=$("$TRAINCTL" submit sweep.toml) || fail "submit: $output"
+output=$("$TRAINCTL" submit sweep.toml --no-preflight) || fail "submit: $output"
 job=$(sed -n 's/^submitted sweep of 4 tasks as job //p' <<<"$output")
 [ -n "$job" ] || fail "unexpected submit output: $output"
 scancel "${job}_3"

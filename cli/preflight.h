@@ -1,0 +1,22 @@
+// Preflight: the data files a config names, checked against its model before a job waits in a
+// queue (validate, submit, run). Headers only, through the model registry's check_data, so
+// that it stays cheap whatever the size of the data.
+#pragma once
+
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "config_file.h"
+
+namespace trainctl {
+
+// Checks data.train and data.val of `config` (relative paths are relative to the config file)
+// and, when its sweep varies the model or the data, of every task, each distinct model and
+// path once. Throws BadInput naming the key and the file: "data.train: FILE: ...".
+void preflight_data(const Config& config);
+
+// Adds --no-preflight to `command`; the returned flag is set when it is given.
+std::shared_ptr<bool> add_no_preflight_flag(CLI::App& command);
+
+}  // namespace trainctl

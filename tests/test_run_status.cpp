@@ -1,0 +1,79 @@
+// Tests for a run's status (cli/run_status.cpp) as the failure taxonomy shapes it: job.outcome's
+// first line is the last ending and its later lines the reasons for earlier requeues; a requeue
+// outcome is no end; the status table's note names them all.
+#include <doctest/doctest.h>
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "run_status.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A run directory holding only `outcome` as job.outcome; removed at the end of the test.
+class OutcomeRun {
+ public:
+  explicit OutcomeRun(const std::string& outcome) {
+    std::string pattern = (fs::temp_directory_path() / "trainctl-status-XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    root_ = pattern;
+    std::ofstream(trainctl::RunDir(root_.string()).outcome()) << outcome;
+  }
+  ~OutcomeRun() { fs::remove_all(root_); }
+  OutcomeRun(const OutcomeRun&) = delete;
+  OutcomeRun& operator=(const OutcomeRun&) = delete;
+
+  trainctl::RunStatus record() const { return trainctl::read_run_record(trainctl::RunDir(root_.string())); }
+
+ private:
+  fs::path root_;
+};
+
+}  // namespace
+
+TEST_CASE("a completed job's record keeps why it was requeued, and the note names it") {
+  const OutcomeRun run("completed\nrequeued: saved at step 800\nrequeued: killed by signal 9 at step 300\n");
+  trainctl::RunStatus status = run.record();
+  CHECK(status.outcome == "completed");
+  CHECK(status.requeue_reasons ==
+        std::vector<std::string>{"requeued: saved at step 800", "requeued: killed by signal 9 at step 300"});
+  trainctl::settle_state(status, trainctl::SlurmView{"COMPLETED", "None", 2});
+  CHECK(status.state == "COMPLETED");
+  CHECK(trainctl::status_note(status) ==
+        "completed; requeued: saved at step 800; requeued: killed by signal 9 at step 300");
+  trainctl::Json record = trainctl::Json::object();
+  trainctl::add_run_status(record, status);
+  CHECK(record["requeue_reasons"].size() == 2);
+}
+
+TEST_CASE("a requeue outcome is no end: SLURM's state, else unknown") {
+  const OutcomeRun run("requeued: killed by signal 9 at step 300\n");
+  trainctl::RunStatus pending = run.record();
+  trainctl::settle_state(pending, trainctl::SlurmView{"PENDING", "BeginTime", 1});
+  CHECK(pending.state == "PENDING");
+  CHECK(trainctl::status_note(pending) == "requeued: killed by signal 9 at step 300");
+
+  trainctl::RunStatus forgotten = run.record();
+  forgotten.job_id = "41";
+  trainctl::settle_state(forgotten, std::nullopt);
+  CHECK(forgotten.state == "UNKNOWN");
+}
+
+TEST_CASE("the user's failure is FAILED with its exit code; without an outcome the note is SLURM's reason") {
+  const OutcomeRun failed("failed: exit 2\n");
+  trainctl::RunStatus status = failed.record();
+  trainctl::settle_state(status, trainctl::SlurmView{"FAILED", "NonZeroExitCode", 0});
+  CHECK(status.state == "FAILED");
+  CHECK(trainctl::status_note(status) == "failed: exit 2");
+
+  const OutcomeRun queued("");
+  trainctl::RunStatus waiting = queued.record();
+  trainctl::settle_state(waiting, trainctl::SlurmView{"PENDING", "Priority", 0});
+  CHECK(trainctl::status_note(waiting) == "Priority");
+}
