@@ -57,7 +57,8 @@ bool is_requeue_outcome(const std::string& outcome) { return outcome.starts_with
 
 std::string status_note(const RunStatus& status) {
   std::vector<std::string> parts;
-  if (!status.outcome.empty()) parts.push_back(status.outcome);
+  // "running" says nothing that the state does not, and is stale once SLURM has ended the job.
+  if (!status.outcome.empty() && status.outcome != run_file::kOutcomeRunning) parts.push_back(status.outcome);
   parts.insert(parts.end(), status.requeue_reasons.begin(), status.requeue_reasons.end());
   if (parts.empty()) return status.reason;
   return fmt::format("{}", fmt::join(parts, "; "));
@@ -91,7 +92,7 @@ void settle_state(RunStatus& status, const std::optional<SlurmView>& slurm) {
     status.state = slurm->state;
   else if (status.outcome == "completed")
     status.state = "COMPLETED";
-  else if (!status.outcome.empty() && !is_requeue_outcome(status.outcome))
+  else if (!status.outcome.empty() && !is_requeue_outcome(status.outcome) && status.outcome != run_file::kOutcomeRunning)
     status.state = "FAILED";
   else if (slurm)
     status.state = slurm->state;

@@ -5,18 +5,18 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
+#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <stdexcept>
+#include <system_error>
 
 #include <fmt/format.h>
 
 namespace trainctl {
 
 namespace {
+// A system_error keeps errno for callers that word their own message; what() is "what path: reason".
 [[noreturn]] void fail_io(const std::string& what, const std::string& path) {
-  throw std::runtime_error(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
+  throw std::system_error(errno, std::generic_category(), fmt::format("{} {}", what, path));
 }
 }  // namespace
 
@@ -48,13 +48,30 @@ void publish_file(const std::string& temporary, const std::string& final_path) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
-  std::string temporary = temporary_path_for(path);
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.flush()) fail_io("cannot write", temporary);
+  const std::string temporary = temporary_path_for(path);
+  try {
+    // write(2) rather than a stream: a failure keeps its errno (ENOSPC, EFBIG) to report.
+    const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) fail_io("cannot write", path);
+    size_t written = 0;
+    while (written < text.size()) {
+      const ssize_t count = write(fd, text.data() + written, text.size() - written);
+      if (count < 0 && errno == EINTR) continue;
+      if (count < 0) {
+        const int write_error = errno;
+        close(fd);
+        errno = write_error;
+        fail_io("cannot write", path);
+      }
+      written += static_cast<size_t>(count);
+    }
+    if (close(fd) != 0) fail_io("cannot write", path);
+    publish_file(temporary, path);
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    throw;
   }
-  publish_file(temporary, path);
 }
 
 }  // namespace trainctl

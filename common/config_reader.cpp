@@ -314,7 +314,10 @@ std::map<std::string, std::string> TableReader::string_table(std::string_view ke
   std::map<std::string, std::string> values;
   if (node == nullptr) return values;
   if (!node->is_table()) fail(key, fmt::format("expected a table, got {}", type_name(*node)));
-  for (const auto& [name, value] : *node->as_table()) {
+  // Not structured bindings: clang 14 (the fuzzing build) cannot capture them in a lambda.
+  for (const auto& entry : *node->as_table()) {
+    const toml::key& name = entry.first;
+    const toml::node& value = entry.second;
     auto fail_at_value = [&](const std::string& message) {
       throw ConfigError(position_of(value, file_), dotted(key) + "." + std::string(name.str()), message);
     };

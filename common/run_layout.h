@@ -9,9 +9,11 @@
 //   metrics.jsonl    one JSON object per logged step, eval and event
 //   progress.step    the step a resume starts from (written at every checkpoint)
 //   completed.step   the final step, written by the runtime when training is done
+//   heartbeat.step   the last finished step, rewritten by rank 0 at most once a second: the batch
+//                    script's hang watchdog reads it
 //   requeue.stalls   the batch script's count of requeues without progress
 //   requeue.count    the batch script's count of requeues (SLURM_RESTART_COUNT) of this submission
-//   job.outcome      the batch script's final word: completed, failed: ..., stopped: ...
+//   job.outcome      the batch script's word: running, then completed, failed: ..., stopped: ...
 #pragma once
 
 #include <algorithm>
@@ -30,9 +32,12 @@ inline constexpr std::string_view kCheckpoints = "checkpoints";
 inline constexpr std::string_view kMetrics = "metrics.jsonl";
 inline constexpr std::string_view kProgress = "progress.step";
 inline constexpr std::string_view kCompleted = "completed.step";
+inline constexpr std::string_view kHeartbeat = "heartbeat.step";
 inline constexpr std::string_view kRequeueStalls = "requeue.stalls";
 inline constexpr std::string_view kRequeueCount = "requeue.count";
 inline constexpr std::string_view kOutcome = "job.outcome";
+// job.outcome's first line while the batch script runs (slurm/render.cpp writes it).
+inline constexpr std::string_view kOutcomeRunning = "running";
 // A job's log in logs/ is <prefix><job id><suffix>.
 inline constexpr std::string_view kLogPrefix = "slurm-";
 inline constexpr std::string_view kLogSuffix = ".out";
@@ -46,7 +51,7 @@ constexpr bool is_plain(std::string_view name) {
   });
 }
 static_assert(is_plain(kConfig) && is_plain(kScript) && is_plain(kJobId) && is_plain(kLogs) &&
-              is_plain(kCheckpoints) && is_plain(kMetrics) && is_plain(kProgress) && is_plain(kCompleted) &&
+              is_plain(kCheckpoints) && is_plain(kMetrics) && is_plain(kProgress) && is_plain(kCompleted) && is_plain(kHeartbeat) &&
               is_plain(kRequeueStalls) && is_plain(kRequeueCount) && is_plain(kOutcome) && is_plain(kLogPrefix) &&
               is_plain(kLogSuffix));
 }  // namespace run_file
@@ -69,6 +74,7 @@ class RunLayout {
   std::string metrics() const { return file(run_file::kMetrics); }
   std::string progress() const { return file(run_file::kProgress); }
   std::string completed() const { return file(run_file::kCompleted); }
+  std::string heartbeat() const { return file(run_file::kHeartbeat); }
   std::string requeue_stalls() const { return file(run_file::kRequeueStalls); }
   std::string requeue_count() const { return file(run_file::kRequeueCount); }
   std::string outcome() const { return file(run_file::kOutcome); }

@@ -14,6 +14,7 @@
 
 #include "atomic_file.h"
 #include "bad_input.h"
+#include "test_hooks.h"
 
 namespace trainctl {
 
@@ -103,7 +104,8 @@ SavedCheckpoint CheckpointManager::save(const TrainingPosition& position) {
   if (comm_.rank() == 0) {
     std::filesystem::create_directories(layout_.checkpoints());
     const auto started = std::chrono::steady_clock::now();
-    saved.path = save_checkpoint(layout_.checkpoints(), stage(position));
+    saved.path = save_checkpoint(layout_.checkpoints(), stage(position),
+                                 [&] { test_midway_through_save(layout_.path(), position.step); });
     saved.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     saved.megabytes = static_cast<double>(std::filesystem::file_size(saved.path)) / 1e6;
     prune_checkpoints(layout_.checkpoints(), spec_.checkpoint.keep_last);

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <cstdlib>
 #include <memory>
 
 #include <fmt/format.h>
@@ -16,11 +15,13 @@
 #include "checkpoint_manager.h"
 #include "exit_codes.h"
 #include "grad_sync.h"
+#include "heartbeat.h"
 #include "metrics.h"
 #include "optimizer.h"
 #include "registry.h"
 #include "sampler.h"
 #include "signals.h"
+#include "test_hooks.h"
 
 namespace trainctl {
 
@@ -70,7 +71,8 @@ class Run {
         gradient_sync_(make_gradient_sync(device_, comm)),
         optimizer_(spec.train, device_, Stream{}, model_->parameter_layout()),
         checkpoints_(layout, spec, config_text, global_batch_, comm, *model_, optimizer_),
-        metrics_(layout.metrics(), metrics_setup(), comm.rank() == 0) {}
+        metrics_(layout.metrics(), metrics_setup(), comm.rank() == 0),
+        heartbeat_(layout.heartbeat(), comm.rank() == 0) {}
 
   int run() {
     int64_t step = start();
@@ -91,6 +93,7 @@ class Run {
       std::array<double, 3> agreed{loss_sum, received_stop_signal() != 0 ? 1.0 : 0.0, time_to_save() ? 1.0 : 0.0};
       comm_.allreduce_sum(agreed.data(), agreed.size());
       last_loss_ = agreed[0] / static_cast<double>(global_terms_);
+      heartbeat_.beat(step);
       if (!std::isfinite(last_loss_))
         throw std::runtime_error(fmt::format("the training loss is {} at step {}; stopping without saving (the last "
                                              "checkpoint stays as it was)",
@@ -138,9 +141,11 @@ class Run {
 
   // The step training starts at: a resumed checkpoint's, or 0 with fresh weights.
   int64_t start() {
+    if (comm_.rank() == 0) test_pause_point(layout_.path(), "startup", 0);
     if (std::optional<ResumedCheckpoint> resumed = checkpoints_.resume()) {
       last_loss_ = resumed->loss;
       metrics_.log_event(resumed->step, "resume", resumed->path);
+      heartbeat_.beat(resumed->step);
       return resumed->step;
     }
     model_->init_parameters(spec_.train.seed);
@@ -151,7 +156,8 @@ class Run {
                                  : fmt::format("{} ranks, global batch {}", comm_.world_size(), global_batch_));
     // Test hook: the initial weights as a checkpoint, for comparisons with a reference
     // implementation from the same starting point.
-    if (std::getenv("TRAINCTL_TEST_SAVE_INITIAL") != nullptr) save(0);
+    if (test_save_initial()) save(0);
+    heartbeat_.beat(0);
     return 0;
   }
 
@@ -200,6 +206,7 @@ class Run {
   }
 
   void evaluate(int64_t step) {
+    if (comm_.rank() == 0) test_pause_point(layout_.path(), "eval", step);
     // Each rank scores a contiguous share of the validation set; the sums are combined.
     const int64_t examples = val_data_->examples();
     const int64_t begin = examples * comm_.rank() / comm_.world_size();
@@ -242,15 +249,12 @@ class Run {
   Optimizer optimizer_;
   CheckpointManager checkpoints_;
   Metrics metrics_;
+  Heartbeat heartbeat_;
   Batch batch_;
   std::chrono::steady_clock::time_point last_save_;
   double last_loss_ = std::nan("");
   double last_val_loss_ = std::nan("");
-  // Test hook TRAINCTL_TEST_SIGNAL_AT_STEP (docs/runtime.md): the step after which rank 0 gets SIGTERM.
-  const int64_t test_signal_step_ = [] {
-    const char* step = std::getenv("TRAINCTL_TEST_SIGNAL_AT_STEP");
-    return step != nullptr ? std::atoll(step) : int64_t{-1};
-  }();
+  const int64_t test_signal_step_ = test_signal_step();
 };
 
 }  // namespace

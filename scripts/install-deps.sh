@@ -14,6 +14,7 @@ packages=(
   slurm-wlm munge
   procps  # pgrep: the cluster script and the tests watch daemons with it; minimal systems lack it
   python3 python3-torch python3-h5py
+  clang libclang-rt-14-dev  # libFuzzer and the sanitizers: scripts/fuzz.sh, the fuzz test
 )
 # time: /usr/bin/time measures the benchmarks' peak memory; patchelf sets the GPU pack's rpath.
 [[ "${1:-}" == "--bench" ]] && packages+=(bc patchelf time)

@@ -22,6 +22,8 @@ constexpr int64_t kMaxTimeLimitSeconds = kMaxTimeLimitDays * 86400;
 // One exported variable is one string of the environment, which execve caps at 128 KiB.
 constexpr size_t kMaxEnvValueLength = 65536;
 constexpr size_t kMaxSetupLineLength = 65536;
+// Below this, a slow start-up or a long save would read as a hang.
+constexpr int64_t kMinHangTimeoutSeconds = 10;
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_letter(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
@@ -159,6 +161,14 @@ std::map<std::string, std::string> parse_env(TableReader& reader, const toml::ta
   return env;
 }
 
+int64_t parse_hang_timeout(TableReader& reader, int64_t default_seconds) {
+  const int64_t seconds = reader.integer("hang_timeout", default_seconds, 0, kMaxTimeLimitSeconds);
+  if (seconds != 0 && seconds < kMinHangTimeoutSeconds)
+    reader.fail("hang_timeout", fmt::format("must be 0 (no watchdog) or at least {} seconds (got {})",
+                                            kMinHangTimeoutSeconds, seconds));
+  return seconds;
+}
+
 std::vector<std::string> parse_setup(TableReader& reader) {
   std::vector<std::string> setup = reader.string_list("setup", std::vector<std::string>{});
   for (size_t index = 0; index < setup.size(); ++index) {
@@ -194,6 +204,7 @@ JobSpec parse_job_spec(const toml::table& root, const std::string& file) {
   job.signal_grace = reader.integer("signal_grace", job.signal_grace, 1, kMaxSignalGraceSeconds);
   check_signal_fits_time(reader, job);
   job.max_requeues = reader.integer("max_requeues", job.max_requeues, 0, kMaxRequeues);
+  job.hang_timeout = parse_hang_timeout(reader, job.hang_timeout);
   job.constraint = optional_matching(reader, "constraint", kConstraint);
   job.exclude = optional_matching(reader, "exclude", kHostList);
   job.env = parse_env(reader, job_table, file);

@@ -33,6 +33,9 @@ struct JobSpec {
   std::string signal = "TERM";          // TERM, USR1 or USR2
   int64_t signal_grace = 120;           // seconds before the end that the signal arrives
   int64_t max_requeues = 10;
+  // Seconds without a finished step (start-up, evaluation and saving included) before the batch
+  // script kills the ranks as hung and requeues; 0 turns the watchdog off.
+  int64_t hang_timeout = 1800;
   std::optional<std::string> constraint;
   std::optional<std::string> exclude;
   std::map<std::string, std::string> env;  // exported into the batch script, values quoted

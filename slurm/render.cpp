@@ -28,7 +28,8 @@ requeue_target="${requeue_target:-$SLURM_JOB_ID}"
 )bash";
 
 // Fixed text, so no config value can reach it unquoted: it only reads the shell variables set
-// in front of it (runtime, max_requeues, saved_requeue_code, those of kJobSection, and the file
+// in front of it (runtime, max_requeues, hang_timeout, saved_requeue_code, those of kJobSection,
+// and the file
 // variables of run_file_section).
 constexpr std::string_view kRunSection = R"bash(if [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then
   # An array task keeps its job id and its log in its own run directory, as a single job does.
@@ -46,16 +47,59 @@ read_count() {
   echo "$value"
 }
 
-# job.outcome: how this run of the script ended on its first line, then why this submission was
-# requeued before (newest first), so a job that completed still tells of its faults.
+# job.outcome: how this run of the script ended on its first line ("running" until then), then why
+# this submission was requeued before (newest first), so a job that completed still tells of its
+# faults.
 record_outcome() {
   { echo "$1"; grep '^requeued' "$outcome_file" 2>/dev/null; } > "$outcome_file.new"
   mv -f "$outcome_file.new" "$outcome_file"
 }
 
+# The hang watchdog: the ranks record their last finished step in the heartbeat file. When it
+# has not changed for hang_timeout seconds (start-up, evaluation and saves included), the ranks
+# are hung (a stopped or deadlocked rank, a dead peer, a stuck filesystem): their step is killed
+# and the job requeued like any infrastructure fault.
+kill_hung_step() {
+  local step
+  step=$(squeue -h -s -j "$SLURM_JOB_ID" -o '%i %j' 2>/dev/null | awk '$2 == "trainctl-ranks" { print $1; exit }')
+  if [ -n "$step" ] && scancel --signal=KILL "$step"; then
+    return
+  fi
+  echo "trainctl: cannot find the ranks' step to cancel; killing srun"
+  kill -KILL "$1"
+}
+
+run_ranks() {
+  srun --mpi=pmix --kill-on-bad-exit=1 --job-name=trainctl-ranks "$runtime" --run-dir "$run_dir" &
+  local srun_pid=$! beat last_beat last_change=$SECONDS
+  last_beat=$(read_count "$heartbeat_file")
+  while [ "$hang_timeout" -gt 0 ] && kill -0 "$srun_pid" 2>/dev/null; do
+    # Polled every second, so that the script also learns within a second that srun has ended.
+    sleep 1
+    beat=$(read_count "$heartbeat_file")
+    if [ "$beat" != "$last_beat" ]; then
+      last_beat=$beat
+      last_change=$SECONDS
+    elif [ $((SECONDS - last_change)) -ge "$hang_timeout" ] && kill -0 "$srun_pid" 2>/dev/null; then
+      hung_at=$beat
+      echo "trainctl: no step finished for $((SECONDS - last_change)) s (hang_timeout $hang_timeout s) after step $beat: the ranks are hung; killing them"
+      kill_hung_step "$srun_pid"
+      break
+    fi
+  done
+  wait "$srun_pid"
+}
+
 start_step=$(read_count "$progress_file")
+# A run that ended without this script's word left "running" first: SLURM itself ended it and
+# requeued the job (a node failure).
+if [ "$(head -n 1 "$outcome_file" 2>/dev/null)" = running ]; then
+  record_outcome "requeued: by SLURM at step $start_step (the run before ended without the batch script's word)"
+fi
+record_outcome running
 echo "trainctl: job $requeue_target run $restart_count starting at step $start_step on $(hostname)"
-srun --mpi=pmix --kill-on-bad-exit=1 "$runtime" --run-dir "$run_dir"
+hung_at=""
+run_ranks
 rc=$?
 
 # Completion needs the runtime's own word: srun has been seen to exit 0 when a step's launch
@@ -74,11 +118,14 @@ fi
 # user's to fix: requeuing would fail again. srun exits 128 + N when a rank was killed by signal
 # N (the OOM killer, a node going down, an operator): an infrastructure fault, which a requeue
 # resumes from the last checkpoint.
-if [ "$rc" -gt 128 ]; then
-  ending="killed by signal $((rc - 128))"
-  echo "trainctl: a rank was $ending (srun exit $rc): an infrastructure fault; resuming from the last checkpoint"
+end_step=$(read_count "$progress_file")
+if [ -n "$hung_at" ]; then
+  ending="hung at step $hung_at"
+elif [ "$rc" -gt 128 ]; then
+  ending="killed by signal $((rc - 128)) at step $end_step"
+  echo "trainctl: a rank was killed by signal $((rc - 128)) (srun exit $rc): an infrastructure fault; resuming from the last checkpoint"
 elif [ "$rc" -eq "$saved_requeue_code" ]; then
-  ending="saved"
+  ending="saved at step $end_step"
 else
   echo "trainctl: runtime failed with exit code $rc"
   record_outcome "failed: exit $rc"
@@ -87,7 +134,6 @@ fi
 
 # Requeue, unless the job has been requeued too often or keeps ending before it completes a
 # step (a time limit shorter than one save interval, a rank killed every time it starts).
-end_step=$(read_count "$progress_file")
 stalls=$(read_count "$stalls_file")
 if [ "$end_step" -gt "$start_step" ]; then
   stalls=0
@@ -97,19 +143,19 @@ fi
 echo "$stalls" > "$stalls_file"
 
 if [ "$restart_count" -ge "$max_requeues" ]; then
-  echo "trainctl: $ending at step $end_step; not requeuing: max_requeues ($max_requeues) reached"
+  echo "trainctl: $ending; not requeuing: max_requeues ($max_requeues) reached"
   record_outcome "stopped: max_requeues"
   exit 1
 fi
 if [ "$stalls" -ge 2 ]; then
-  echo "trainctl: $ending at step $end_step; not requeuing: 2 requeues in a row without step progress"
+  echo "trainctl: $ending; not requeuing: 2 requeues in a row without step progress"
   record_outcome "stopped: no progress"
   exit 1
 fi
 requeue_number=$((restart_count + 1))
-echo "trainctl: $ending at step $end_step; requeuing job $requeue_target (requeue $requeue_number of $max_requeues)"
+echo "trainctl: $ending; requeuing job $requeue_target (requeue $requeue_number of $max_requeues)"
 # Recorded first: SLURM may end this script as soon as the requeue is accepted.
-record_outcome "requeued: $ending at step $end_step"
+record_outcome "requeued: $ending"
 if ! scontrol requeue "$requeue_target"; then
   echo "trainctl: scontrol requeue $requeue_target failed; the job ends here"
   record_outcome "failed: requeue"
@@ -141,6 +187,7 @@ std::string run_file_section() {
       {"requeue_count_file", files.requeue_count()},
       {"progress_file", files.progress()},
       {"completed_file", files.completed()},
+      {"heartbeat_file", files.heartbeat()},
       {"stalls_file", files.requeue_stalls()},
       {"outcome_file", files.outcome()},
   };
@@ -220,6 +267,7 @@ std::string render_batch_script(const JobSpec& job, const RenderInputs& inputs) 
   script += "\n# Run the ranks; requeue after a save on a signal or a rank killed by one, within the guards below.\n";
   script += fmt::format("runtime={}\n", shell_quote(inputs.runtime_path));
   script += fmt::format("max_requeues={}\n", job.max_requeues);
+  script += fmt::format("hang_timeout={}\n", job.hang_timeout);
   script += fmt::format("saved_requeue_code={}\n", exit_code::kSavedRequeue);
   script += kJobSection;
   script += run_file_section();

@@ -5,12 +5,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <csignal>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -65,12 +64,6 @@ Tensor read_tensor(hid_t group, const std::string& name, const std::string& show
   return tensor;
 }
 
-// Test hook for the crash-safety test: die by SIGKILL in the middle of writing step N.
-void maybe_die_during_save(int64_t step) {
-  const char* kill_step = std::getenv("TRAINCTL_TEST_KILL_DURING_SAVE");
-  if (kill_step != nullptr && std::atoll(kill_step) == step) std::raise(SIGKILL);
-}
-
 // The attributes on "/", in one list so that writing and reading cannot drift apart.
 template <typename Meta, typename Visit>
 void for_each_meta_attribute(Meta& meta, Visit visit) {
@@ -98,12 +91,10 @@ void write_meta(hid_t file, const CheckpointMeta& meta) {
 CheckpointMeta read_meta(hid_t file) {
   CheckpointMeta meta;
   read_attribute(file, "format_version", meta.format_version);
-  if (meta.format_version < 1 || meta.format_version > kCheckpointFormatVersion)
-    throw CheckpointError(fmt::format("format_version {} is not supported (this trainctl reads 1 to {})",
+  if (meta.format_version != kCheckpointFormatVersion)
+    throw CheckpointError(fmt::format("format_version {} is not supported (this trainctl reads {})",
                                       meta.format_version, kCheckpointFormatVersion));
-  // Version 1 predates model kinds, when every model was an MLP.
-  meta.model_kind = "mlp";
-  if (meta.format_version >= 2) read_attribute(file, "model_kind", meta.model_kind);
+  read_attribute(file, "model_kind", meta.model_kind);
   for_each_meta_attribute(meta, [&](const char* name, auto& value) { read_attribute(file, name, value); });
   return meta;
 }
@@ -128,9 +119,8 @@ std::string sidecar_path(const std::string& checkpoint_path) {
 
 // Compares the file with its sidecar's record before anything parses it: HDF5 is not robust
 // against corrupt metadata (a flipped byte can overflow a buffer inside H5Aopen), so the only
-// file it may open is exactly the one that was written. Returns false for a sidecar that records
-// no checksum, as those of format versions 1 and 2 do: the caller then accepts only such a file.
-bool verify_file_checksum(const std::string& path) {
+// file it may open is exactly the one that was written.
+void verify_file_checksum(const std::string& path) {
   const std::string sidecar = sidecar_path(path);
   const std::string sidecar_name = fs::path(sidecar).filename().string();
   std::ifstream in(sidecar, std::ios::binary);
@@ -140,7 +130,8 @@ bool verify_file_checksum(const std::string& path) {
     throw CheckpointError(fmt::format("not verified: its sidecar {} is not a JSON object", sidecar_name));
   const auto bytes = record.find("file_bytes");
   const auto crc32 = record.find("file_crc32");
-  if (bytes == record.end() && crc32 == record.end()) return false;
+  if (bytes == record.end() && crc32 == record.end())
+    throw CheckpointError(fmt::format("not verified: its sidecar {} records no file checksum", sidecar_name));
   if (bytes == record.end() || crc32 == record.end() || !bytes->is_number_unsigned() || !crc32->is_number_unsigned())
     throw CheckpointError(fmt::format("not verified: its sidecar {} records no valid file checksum", sidecar_name));
   const FileChecksum actual = checksum_of_file(path);
@@ -150,7 +141,6 @@ bool verify_file_checksum(const std::string& path) {
   if (actual.crc32 != crc32->get<uint64_t>())
     throw CheckpointError(fmt::format("file checksum mismatch: crc32 {}, its sidecar {} records {}", actual.crc32,
                                       sidecar_name, crc32->get<uint64_t>()));
-  return true;
 }
 
 // The step a step-N.h5 name carries; none for other names. At most 18 digits, so that it fits int64.
@@ -161,19 +151,13 @@ std::optional<int64_t> step_in_file_name(const std::string& file_name) {
   return std::stoll(match[1].str());
 }
 
-}  // namespace
-
-std::string checkpoint_file_name(int64_t step) { return fmt::format("step-{:08d}.h5", step); }
-
-std::string save_checkpoint(const std::string& dir, const Checkpoint& checkpoint) {
-  const std::string final_path = (fs::path(dir) / checkpoint_file_name(checkpoint.meta.step)).string();
-  const std::string temporary = temporary_path_for(final_path);
+void write_checkpoint_file(const std::string& path, const Checkpoint& checkpoint, const std::function<void()>& midway) {
+  H5Handle file = create_file(path);
   {
-    H5Handle file = create_file(temporary);
     write_meta(file.get(), checkpoint.meta);
     H5Handle model = create_group(file.get(), "model");
     for (const Tensor& tensor : checkpoint.model) write_tensor(model.get(), tensor);
-    maybe_die_during_save(checkpoint.meta.step);
+    if (midway) midway();
     H5Handle optimizer = create_group(file.get(), "optimizer");
     for (const Tensor& tensor : checkpoint.optimizer_state) {
       const size_t slash = tensor.name.find('/');
@@ -183,22 +167,48 @@ std::string save_checkpoint(const std::string& dir, const Checkpoint& checkpoint
       write_tensor(group.get(), Tensor{tensor.name.substr(slash + 1), tensor.shape, tensor.values});
     }
   }
-  // The sidecar first: a step-N.h5 that exists has its checksum on disk. A crash between the two
-  // leaves a sidecar without its file, which the next save of that step or a prune replaces.
-  write_file_atomically(sidecar_path(final_path), sidecar_json(checkpoint.meta, checksum_of_file(temporary)));
-  publish_file(temporary, final_path);
+  // With every object closed, closing the file flushes HDF5's buffers: where a full disk shows.
+  file.close();
+}
+
+// Why a save failed, in the OS's words where the OS refused ("No space left on device").
+std::string failure_reason(const std::exception& error) {
+  if (const auto* hdf5 = dynamic_cast<const Hdf5Failure*>(&error); hdf5 != nullptr && hdf5->os_error() != 0)
+    return std::strerror(hdf5->os_error());
+  if (const auto* system = dynamic_cast<const std::system_error*>(&error)) return system->code().message();
+  return error.what();
+}
+
+}  // namespace
+
+std::string checkpoint_file_name(int64_t step) { return fmt::format("step-{:08d}.h5", step); }
+
+std::string save_checkpoint(const std::string& dir, const Checkpoint& checkpoint, const std::function<void()>& midway) {
+  const std::string final_path = (fs::path(dir) / checkpoint_file_name(checkpoint.meta.step)).string();
+  const std::string sidecar = sidecar_path(final_path);
+  const std::string temporary = temporary_path_for(final_path);
+  try {
+    write_checkpoint_file(temporary, checkpoint, midway);
+    // The sidecar first: a step-N.h5 that exists has its checksum on disk. A crash between the two
+    // leaves a sidecar without its file, which the next save of that step or a prune replaces.
+    write_file_atomically(sidecar, sidecar_json(checkpoint.meta, checksum_of_file(temporary)));
+    publish_file(temporary, final_path);
+  } catch (const std::exception& error) {
+    // Nothing partial stays behind: not the temporary, nor a sidecar whose file never arrived.
+    std::error_code ignored;
+    fs::remove(temporary, ignored);
+    if (!fs::exists(final_path, ignored)) fs::remove(sidecar, ignored);
+    throw CheckpointError(fmt::format("cannot write checkpoint {}: {}", final_path, failure_reason(error)));
+  }
   return final_path;
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
   try {
-    const bool whole_file_verified = verify_file_checksum(path);
+    verify_file_checksum(path);
     Checkpoint checkpoint;
     H5Handle file = open_file(path);
     checkpoint.meta = read_meta(file.get());
-    if (!whole_file_verified && checkpoint.meta.format_version >= 3)
-      throw CheckpointError(fmt::format("not verified: its sidecar {} records no file checksum",
-                                        fs::path(sidecar_path(path)).filename().string()));
     const std::optional<int64_t> named_step = step_in_file_name(fs::path(path).filename().string());
     if (named_step && *named_step != checkpoint.meta.step)
       throw CheckpointError(

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -18,9 +19,9 @@
 
 namespace trainctl {
 
-// The version written. 2 added model_kind; 3 the whole-file checksum in the sidecar. Files of
-// versions 1 and 2, whose sidecars record no whole-file checksum, are still read (verified by
-// their dataset checksums alone), so that a run started before an upgrade resumes after it.
+// The version written and the only one read. 2 added model_kind; 3 the whole-file checksum in the
+// sidecar. Files of versions 1 and 2 (before any release) are not read: their sidecars record no
+// whole-file checksum, and HDF5 must not parse a file that none verified.
 constexpr int64_t kCheckpointFormatVersion = 3;
 
 struct Tensor {
@@ -65,10 +66,15 @@ std::string checkpoint_file_name(int64_t step);  // step-00000100.h5
 
 // Writes <dir>/step-N.h5 to a temporary file, publishes the sidecar with that file's checksum,
 // then publishes the file (fsync, rename, directory fsync); returns the final path. A crash at
-// any point leaves no step-N.h5, or a whole one whose sidecar records it.
-std::string save_checkpoint(const std::string& dir, const Checkpoint& checkpoint);
+// any point leaves no step-N.h5, or a whole one whose sidecar records it. A failed write (a full
+// disk) leaves no temporary and throws CheckpointError "cannot write checkpoint PATH: REASON",
+// REASON in the OS's words ("No space left on device"). `midway` runs halfway through writing the
+// file, between the model and the optimizer state: the runtime's test hooks land faults there.
+std::string save_checkpoint(const std::string& dir, const Checkpoint& checkpoint,
+                            const std::function<void()>& midway = {});
 
-// Checks the file's size and CRC-32 against its sidecar before HDF5 opens it, then reads it,
+// Checks the file's size and CRC-32 against its sidecar before HDF5 opens it (a sidecar that
+// records none fails, so HDF5 never parses an unverified file), then reads it,
 // verifies every dataset's checksum and that a step-N.h5 name matches the stored step. Throws
 // CheckpointError naming the path and the problem.
 Checkpoint load_checkpoint(const std::string& path);

@@ -2,20 +2,56 @@
 #include "hdf5_file.h"
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
 namespace trainctl {
 
-std::string hdf5_error_detail() {
-  std::string detail = "HDF5 call failed";
-  auto take_innermost = [](unsigned depth, const H5E_error2_t* error, void* out) -> herr_t {
-    if (depth == 0 && error->desc != nullptr) *static_cast<std::string*>(out) = error->desc;
+namespace {
+
+// HDF5 closes at exit the files still open. A file whose closing flush failed (a full disk) it has
+// already half freed, and closing it again at exit crashes the process (HDF5 1.10): a clear
+// "cannot write checkpoint" would end in SIGSEGV. Every file here is closed by its handle before
+// exit, so nothing is lost. This must run before HDF5 initializes, hence a static initializer.
+const bool hdf5_skips_closing_at_exit = H5dont_atexit() >= 0;
+
+struct ErrorStackSummary {
+  std::string innermost = "HDF5 call failed";
+  int os_error = 0;
+};
+
+// HDF5's POSIX drivers word a failed read or write as "file write failed: ..., errno = 28, ...".
+int os_error_in(std::string_view description) {
+  constexpr std::string_view marker = "errno = ";
+  const size_t at = description.find(marker);
+  if (at == std::string_view::npos) return 0;
+  int os_error = 0;
+  const char* digits = description.data() + at + marker.size();
+  std::from_chars(digits, description.data() + description.size(), os_error);
+  return os_error;
+}
+
+}  // namespace
+
+void report_hdf5_failure(const char* statement, const char* file, int line) {
+  ErrorStackSummary summary;
+  auto summarize = [](unsigned depth, const H5E_error2_t* error, void* out) -> herr_t {
+    auto& summary = *static_cast<ErrorStackSummary*>(out);
+    if (error->desc == nullptr) return 0;
+    if (depth == 0) summary.innermost = error->desc;
+    if (summary.os_error == 0) summary.os_error = os_error_in(error->desc);
     return 0;
   };
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, take_innermost, &detail);
-  return detail;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, summarize, &summary);
+  try {
+    report_check_failure(statement, file, line, summary.innermost);
+  } catch (const CheckFailure& failure) {
+    throw Hdf5Failure(failure.what(), summary.os_error);
+  }
 }
 
 H5Handle& H5Handle::operator=(H5Handle&& other) noexcept {
@@ -31,6 +67,12 @@ H5Handle& H5Handle::operator=(H5Handle&& other) noexcept {
 void H5Handle::reset() {
   if (id_ >= 0 && closer_ != nullptr) closer_(id_);
   id_ = H5I_INVALID_HID;
+}
+
+void H5Handle::close() {
+  // Released before the check: a failed close is not retried by the destructor.
+  const hid_t id = std::exchange(id_, H5I_INVALID_HID);
+  if (id >= 0 && closer_ != nullptr) H5_CHECK(closer_(id));
 }
 
 namespace {

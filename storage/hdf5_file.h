@@ -1,6 +1,7 @@
 // Thin RAII and typed helpers over the HDF5 C API, shared by the checkpoint and the dataset
 // files: handles that close themselves, float32 datasets, scalar and string attributes.
-// Every call goes through H5_CHECK, whose report carries HDF5's own innermost error message.
+// Every call goes through H5_CHECK, whose report carries HDF5's own innermost error message and,
+// for a failed read or write, the errno that HDF5's file driver saw.
 #pragma once
 
 #include <hdf5.h>
@@ -13,17 +14,28 @@
 
 namespace trainctl {
 
-// The innermost message on HDF5's error stack ("truncated file: eof = ..."), for reports.
-std::string hdf5_error_detail();
+// A failed HDF5 call. os_error() is the errno of the failed read or write behind it, as HDF5's
+// file driver recorded it (ENOSPC for a full disk), or 0: callers name the OS's reason exactly.
+class Hdf5Failure : public CheckFailure {
+ public:
+  Hdf5Failure(const std::string& message, int os_error) : CheckFailure(message), os_error_(os_error) {}
+  int os_error() const { return os_error_; }
+
+ private:
+  int os_error_;
+};
+
+// Throws Hdf5Failure for `statement`, with the innermost message on HDF5's error stack ("truncated
+// file: eof = ..."). Called at once on failure: the next HDF5 call clears the stack.
+[[noreturn]] void report_hdf5_failure(const char* statement, const char* file, int line);
 
 }  // namespace trainctl
 
-#define H5_CHECK(statement)                                                                          \
-  ([&]() {                                                                                           \
-    auto h5_check_result_ = (statement);                                                             \
-    if (h5_check_result_ < 0)                                                                        \
-      ::trainctl::report_check_failure(#statement, __FILE__, __LINE__, ::trainctl::hdf5_error_detail()); \
-    return h5_check_result_;                                                                         \
+#define H5_CHECK(statement)                                                                         \
+  ([&]() {                                                                                          \
+    auto h5_check_result_ = (statement);                                                            \
+    if (h5_check_result_ < 0) ::trainctl::report_hdf5_failure(#statement, __FILE__, __LINE__);      \
+    return h5_check_result_;                                                                        \
   }())
 
 namespace trainctl {
@@ -39,7 +51,10 @@ class H5Handle {
   H5Handle& operator=(H5Handle&& other) noexcept;
   ~H5Handle() { reset(); }
   hid_t get() const { return id_; }
+  // Closes without checking, as a destructor must; close() where a failure matters, e.g. a file
+  // whose buffered writes its closing flushes.
   void reset();
+  void close();
 
  private:
   hid_t id_ = H5I_INVALID_HID;

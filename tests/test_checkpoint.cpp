@@ -4,13 +4,20 @@
 // listing newest first without temporaries or strangers; pruning to the newest k with their
 // sidecars; the errors for a flipped data byte (located with H5Dget_offset), a rewritten step or
 // config attribute, a flipped byte in the superblock or an object header, a truncated file, a
-// missing or old sidecar, a name that disagrees with the stored step and a format_version other
-// than 3; resuming past each; and atomic writes leaving no temporary.
+// missing sidecar or one without the file's checksum (as versions 1 and 2 wrote), a name that
+// disagrees with the stored step and a format_version other than 3; resuming past each; atomic
+// writes leaving no temporary; and writes that fail (a file size limit standing in for a full
+// disk) leaving nothing behind, with the path and the OS's reason in the error.
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -406,31 +413,29 @@ TEST_CASE("an unknown format_version is rejected") {
   TempDir dir;
   const std::string path = save(dir, 3);
   set_format_version(path, 99);
-  CHECK(load_error(path) == path + ": format_version 99 is not supported (this trainctl reads 1 to 3)");
+  CHECK(load_error(path) == path + ": format_version 99 is not supported (this trainctl reads 3)");
+  set_format_version(path, 2);
+  CHECK(load_error(path) == path + ": format_version 2 is not supported (this trainctl reads 3)");
   set_format_version(path, 0);
-  CHECK(load_error(path) == path + ": format_version 0 is not supported (this trainctl reads 1 to 3)");
+  CHECK(load_error(path) == path + ": format_version 0 is not supported (this trainctl reads 3)");
 }
 
-TEST_CASE("checkpoints of versions 1 and 2, whose sidecars record no file checksum, still resume") {
+// Their sidecars record no file checksum, so HDF5 must not open them; trainctl was never released
+// with them.
+TEST_CASE("checkpoints of versions 1 and 2 are not verified, and resume falls back past them") {
   TempDir dir;
-  const std::string path = save(dir, 3);
-  // What the sidecar of a version 1 or 2 save holds: no file_bytes, no file_crc32.
-  auto write_old_sidecar = [&] { std::ofstream(sidecar_of(path), std::ios::trunc) << R"({"step":3,"epoch":0})"; };
+  const std::string oldest = save(dir, 10);
+  const std::string path = save(dir, 20);
   set_format_version(path, 2);
-  write_old_sidecar();
-  CHECK(trainctl::load_checkpoint(path).meta.format_version == 2);
-  CHECK(trainctl::load_checkpoint(path).meta.model_kind == "gpt2");
-  set_format_version(path, 1);
-  {
-    trainctl::H5Handle file(H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)), H5Fclose);
-    H5_CHECK(H5Adelete(file.get(), "model_kind"));
-  }
-  write_old_sidecar();
-  CHECK(trainctl::load_checkpoint(path).meta.model_kind == "mlp");
-  // Their dataset checksums still guard them.
-  corrupt_first_weight(path);
-  write_old_sidecar();
-  CHECK(load_error(path).starts_with(path + ": checksum mismatch in dataset "));
+  // What the sidecar of a version 1 or 2 save holds: no file_bytes, no file_crc32.
+  std::ofstream(sidecar_of(path), std::ios::trunc) << R"({"step":20,"epoch":2})";
+  const std::string not_verified = path + ": not verified: its sidecar step-00000020.json records no file checksum";
+  CHECK(load_error(path) == not_verified);
+
+  const trainctl::ResumePoint resume = trainctl::load_latest_valid(dir.str());
+  REQUIRE(resume.checkpoint.has_value());
+  CHECK(resume.path == oldest);
+  CHECK(resume.skipped == std::vector<std::string>{not_verified});
 }
 
 TEST_CASE("load_latest_valid falls back past corrupt newer checkpoints and lists them") {
@@ -502,4 +507,72 @@ TEST_CASE("write_file_atomically replaces the file and leaves no temporary behin
   CHECK(read_text(path) == "12\n");
   CHECK(file_names(dir) == std::set<std::string>{"progress"});
   CHECK(trainctl::temporary_path_for(path) == dir.file(".progress.tmp-" + std::to_string(getpid())));
+}
+
+namespace {
+
+// Runs `write` in a child process whose files may grow to `max_bytes` at most, as on a full disk
+// (write fails with EFBIG, "File too large", where a full disk gives ENOSPC), and returns what it
+// reported: the text of the exception it threw, "(no error)", or "(died)". The child ends with
+// exit(), so HDF5's exit handlers run after the failure as they would in trainctl.
+template <typename Write>
+std::string failure_of_write_beyond(rlim_t max_bytes, Write write) {
+  int report[2];
+  REQUIRE(pipe(report) == 0);
+  std::fflush(nullptr);  // nothing buffered is written twice
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    close(report[0]);
+    std::signal(SIGXFSZ, SIG_IGN);  // fail the write with EFBIG instead of killing the process
+    const rlimit limit{max_bytes, max_bytes};
+    std::string text = "(no error)";
+    if (setrlimit(RLIMIT_FSIZE, &limit) != 0) text = "(setrlimit failed)";
+    else try {
+        write();
+      } catch (const std::exception& error) {
+        text = error.what();
+      }
+    (void)!::write(report[1], text.data(), text.size());
+    std::exit(0);
+  }
+  close(report[1]);
+  std::string text;
+  char buffer[4096];
+  ssize_t count = 0;
+  while ((count = read(report[0], buffer, sizeof buffer)) > 0) text.append(buffer, static_cast<size_t>(count));
+  close(report[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? text : "(died)";
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint write that fails names the path and the OS's reason, leaves no temporary, and the "
+          "earlier checkpoint still loads") {
+  TempDir dir;
+  const std::string earlier = save(dir, 200);
+  const auto earlier_bytes = fs::file_size(earlier);
+  // Room for some of the file but not all of it: the failure comes in HDF5's writes or its closing flush.
+  for (const rlim_t max_bytes : {rlim_t{0}, rlim_t{2048}, static_cast<rlim_t>(earlier_bytes - 512)}) {
+    CAPTURE(max_bytes);
+    CHECK(failure_of_write_beyond(max_bytes, [&] { save(dir, 300); }) ==
+          "cannot write checkpoint " + dir.file("step-00000300.h5") + ": File too large");
+    CHECK(file_names(dir) == std::set<std::string>{"step-00000200.h5", "step-00000200.json"});
+    const trainctl::ResumePoint resume = trainctl::load_latest_valid(dir.str());
+    REQUIRE(resume.checkpoint.has_value());
+    CHECK(resume.path == earlier);
+    CHECK(resume.skipped.empty());
+  }
+}
+
+TEST_CASE("write_file_atomically that fails names the path and the OS's reason and keeps the old file") {
+  TempDir dir;
+  const std::string path = dir.file("progress");
+  trainctl::write_file_atomically(path, "12\n");
+  CHECK(failure_of_write_beyond(4, [&] { trainctl::write_file_atomically(path, "123456789\n"); }) ==
+        "cannot write " + path + ": File too large");
+  CHECK(read_text(path) == "12\n");
+  CHECK(file_names(dir) == std::set<std::string>{"progress"});
 }

@@ -90,6 +90,7 @@ TEST_CASE("only the name is required; everything else has a default") {
   CHECK(job.signal == "TERM");
   CHECK(job.signal_grace == 120);
   CHECK(job.max_requeues == 10);
+  CHECK(job.hang_timeout == 1800);
   CHECK_FALSE(job.constraint);
   CHECK_FALSE(job.exclude);
   CHECK(job.env.empty());
@@ -206,6 +207,15 @@ TEST_CASE("signal and signal_grace stay within what sbatch --signal takes") {
         "job.toml:3:16: job.max_requeues: must be at least 0 (got -1)");
 }
 
+TEST_CASE("hang_timeout is 0 (no watchdog) or at least 10 seconds") {
+  CHECK(parse("[job]\nname = \"x\"\nhang_timeout = 0\n").hang_timeout == 0);
+  CHECK(parse("[job]\nname = \"x\"\nhang_timeout = 10\n").hang_timeout == 10);
+  CHECK(error_of("[job]\nname = \"x\"\nhang_timeout = 9\n") ==
+        "job.toml:3:16: job.hang_timeout: must be 0 (no watchdog) or at least 10 seconds (got 9)");
+  CHECK(error_of("[job]\nname = \"x\"\nhang_timeout = -1\n") ==
+        "job.toml:3:16: job.hang_timeout: must be at least 0 (got -1)");
+}
+
 TEST_CASE("env keys must be shell variable names outside SLURM's namespace") {
   CHECK(error_of("[job]\nname = \"x\"\n[job.env]\n1BAD = \"v\"\n") ==
         "job.toml:4:8: job.env.1BAD: must be a shell variable name: a letter or '_', then letters, digits or '_'");
@@ -270,6 +280,7 @@ TEST_CASE("every [job] count has an upper bound: 2^63-1 is refused with it") {
       {"gpus_per_node", "must be at most 1024 (got 9223372036854775807)"},
       {"signal_grace", "must be at most 65535 (got 9223372036854775807)"},
       {"max_requeues", "must be at most 1000 (got 9223372036854775807)"},
+      {"hang_timeout", "must be at most 31536000 (got 9223372036854775807)"},
       {"time", "must be at most 525600 (got 9223372036854775807)"},
   };
   for (const auto& [key, message] : cases) {

@@ -69,10 +69,12 @@ void write_executable(const fs::path& path, const std::string& text) {
 
 // A scratch directory in which a rendered script runs for real under bash: srun is a stub that
 // records its arguments, drops its own options and runs the rest; scontrol records its
-// arguments; the "runtime" dumps the variables named in FAKE_DUMP to <run>/env.<NAME>, writes
-// FAKE_STEP to progress.step, kills itself with FAKE_SIGNAL when set (srun then exits 128 + the
-// signal, as bash does), writes completed.step when it exits 0 (unless FAKE_INCOMPLETE is set),
-// and exits with FAKE_RC.
+// arguments; squeue lists the ranks' step as SLURM would, and scancel records its arguments and
+// kills the "runtime" (unless FAKE_SCANCEL_RC fails it). The runtime dumps the variables named in
+// FAKE_DUMP to <run>/env.<NAME>, writes FAKE_STEP to progress.step, beats FAKE_BEATS times
+// half a second apart, writes FAKE_BEAT to heartbeat.step and sleeps when FAKE_HANG is set, kills itself with FAKE_SIGNAL when set (srun then
+// exits 128 + the signal, as bash does), writes completed.step when it exits 0 (unless
+// FAKE_INCOMPLETE is set), and exits with FAKE_RC.
 class Sandbox {
  public:
   Sandbox() {
@@ -88,11 +90,19 @@ class Sandbox {
                      "exec \"$@\"\n");
     write_executable(root_ / "bin" / "scontrol",
                      "#!/bin/sh\necho \"$*\" >> '" + path("scontrol.calls") + "'\nexit \"${FAKE_SCONTROL_RC:-0}\"\n");
+    write_executable(root_ / "bin" / "squeue", "#!/bin/sh\necho \"$SLURM_JOB_ID.batch batch\"\necho \"$SLURM_JOB_ID.0 trainctl-ranks\"\n");
+    write_executable(root_ / "bin" / "scancel",
+                     "#!/bin/sh\necho \"$*\" >> '" + path("scancel.calls") + "'\n"
+                     "[ \"${FAKE_SCANCEL_RC:-0}\" = 0 ] || exit \"$FAKE_SCANCEL_RC\"\n"
+                     "kill -KILL \"$(cat '" + path("run/runtime.pid") + "')\"\n");
     write_executable(root_ / "runtime",
                      "#!/bin/bash\n"
                      "[ \"$1\" = --run-dir ] || exit 99\n"
                      "for name in ${FAKE_DUMP:-}; do printf '%s' \"${!name}\" > \"$2/env.$name\"; done\n"
                      "if [ -n \"${FAKE_STEP:-}\" ]; then echo \"$FAKE_STEP\" > \"$2/progress.step\"; fi\n"
+                     "echo $$ > \"$2/runtime.pid\"\n"
+                     "for beat in $(seq \"${FAKE_BEATS:-0}\"); do echo \"$beat\" > \"$2/heartbeat.step\"; sleep 0.5; done\n"
+                     "if [ -n \"${FAKE_HANG:-}\" ]; then echo \"${FAKE_BEAT:-0}\" > \"$2/heartbeat.step\"; exec sleep 600; fi\n"
                      "if [ -n \"${FAKE_SIGNAL:-}\" ]; then kill -s \"$FAKE_SIGNAL\" $$; fi\n"
                      "if [ \"${FAKE_RC:-0}\" = 0 ] && [ -z \"${FAKE_INCOMPLETE:-}\" ]; then echo 40 > \"$2/completed.step\"; fi\n"
                      "exit \"${FAKE_RC:-0}\"\n");
@@ -223,7 +233,8 @@ TEST_CASE("the body exports, runs setup, then srun's the runtime") {
   size_t first_setup_line = line_index(lines, "module load cuda");
   size_t second_setup_line = line_index(lines, "ulimit -n 4096");
   size_t runtime = line_index(lines, "runtime='/opt/trainctl/bin/trainctl-runtime'");
-  size_t srun = line_index(lines, R"(srun --mpi=pmix --kill-on-bad-exit=1 "$runtime" --run-dir "$run_dir")");
+  size_t srun = line_index(
+      lines, R"(  srun --mpi=pmix --kill-on-bad-exit=1 --job-name=trainctl-ranks "$runtime" --run-dir "$run_dir" &)");
   CHECK(set_options < run_dir);
   CHECK(run_dir < omp);
   CHECK(omp < openblas);
@@ -233,9 +244,11 @@ TEST_CASE("the body exports, runs setup, then srun's the runtime") {
   CHECK(setup + 1 == first_setup_line);
   CHECK(first_setup_line + 1 == second_setup_line);
   size_t max_requeues = line_index(lines, "max_requeues=10");
+  size_t hang_timeout = line_index(lines, "hang_timeout=1800");
   CHECK(second_setup_line < runtime);
   CHECK(runtime < max_requeues);
-  CHECK(max_requeues < srun);
+  CHECK(max_requeues < hang_timeout);
+  CHECK(hang_timeout < srun);
 }
 
 TEST_CASE("the run section takes every file name from the run layout, once") {
@@ -251,11 +264,12 @@ TEST_CASE("the run section takes every file name from the run layout, once") {
     line_index(lines, R"(requeue_count_file="$run_dir/requeue.count")");
     line_index(lines, R"(progress_file="$run_dir/progress.step")");
     line_index(lines, R"(completed_file="$run_dir/completed.step")");
+    line_index(lines, R"(heartbeat_file="$run_dir/heartbeat.step")");
     line_index(lines, R"(stalls_file="$run_dir/requeue.stalls")");
     line_index(lines, R"(outcome_file="$run_dir/job.outcome")");
     namespace run_file = trainctl::run_file;
     for (std::string_view name : {run_file::kJobId, run_file::kRequeueCount, run_file::kProgress, run_file::kCompleted,
-                                  run_file::kRequeueStalls, run_file::kOutcome}) {
+                                  run_file::kHeartbeat, run_file::kRequeueStalls, run_file::kOutcome}) {
       CAPTURE(name);
       const std::string path = std::string("/").append(name);
       const size_t first = script.find(path);
@@ -342,7 +356,7 @@ TEST_CASE("a completed run is recorded and srun gets the runtime and run directo
   CHECK(result.out.starts_with("trainctl: job 123 run 0 starting at step 0 on "));
   CHECK(result.out.ends_with("\ntrainctl: training complete\n"));
   CHECK(sandbox.run_file("job.outcome") == "completed\n");
-  CHECK(read_text(sandbox.path("srun.args")) == "--mpi=pmix\n--kill-on-bad-exit=1\n" + sandbox.path("runtime") +
+  CHECK(read_text(sandbox.path("srun.args")) == "--mpi=pmix\n--kill-on-bad-exit=1\n--job-name=trainctl-ranks\n" + sandbox.path("runtime") +
                                                     "\n--run-dir\n" + sandbox.run_dir() + "\n");
   CHECK_FALSE(fs::exists(sandbox.path("scontrol.calls")));
 }
@@ -398,6 +412,54 @@ TEST_CASE("a rank killed by a signal is an infrastructure fault: requeued, and r
   CHECK(completed.exit_code == 0);
   CHECK(sandbox.run_file("job.outcome") ==
         "completed\nrequeued: saved at step 8\nrequeued: killed by signal 9 at step 6\n");
+}
+
+TEST_CASE("the hang watchdog kills ranks whose heartbeat stops and requeues the job as hung") {
+  Sandbox sandbox;
+  sandbox.set_run_file("progress.step", "5\n");
+  JobSpec job = named_job();
+  job.hang_timeout = 2;
+  CommandResult result = sandbox.run(job, {"FAKE_HANG=1", "FAKE_BEAT=6", "FAKE_STEP=6"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK(result.out.find("\ntrainctl: no step finished for 2 s (hang_timeout 2 s) after step 6: the ranks are hung; "
+                        "killing them\n") != std::string::npos);
+  CHECK(result.out.ends_with("\ntrainctl: hung at step 6; requeuing job 123 (requeue 1 of 10)\n"));
+  CHECK(read_text(sandbox.path("scancel.calls")) == "--signal=KILL 123.0\n");
+  CHECK(read_text(sandbox.path("scontrol.calls")) == "requeue 123\n");
+  CHECK(sandbox.run_file("job.outcome") == "requeued: hung at step 6\n");
+}
+
+TEST_CASE("the hang watchdog kills srun itself when the ranks' step cannot be cancelled") {
+  Sandbox sandbox;
+  JobSpec job = named_job();
+  job.hang_timeout = 2;
+  CommandResult result = sandbox.run(job, {"FAKE_HANG=1", "FAKE_BEAT=3", "FAKE_SCANCEL_RC=1"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.out.find("\ntrainctl: cannot find the ranks' step to cancel; killing srun\n") != std::string::npos);
+  CHECK(sandbox.run_file("job.outcome") == "requeued: hung at step 3\n");
+}
+
+TEST_CASE("a heartbeat that keeps changing is no hang, however long the run") {
+  Sandbox sandbox;
+  JobSpec job = named_job();
+  job.hang_timeout = 2;
+  CommandResult result = sandbox.run(job, {"FAKE_BEATS=8", "FAKE_RC=0"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK(sandbox.run_file("job.outcome") == "completed\n");
+  CHECK_FALSE(fs::exists(sandbox.path("scancel.calls")));
+}
+
+TEST_CASE("a run that SLURM ended without the script's word is recorded as SLURM's requeue") {
+  Sandbox sandbox;
+  sandbox.set_run_file("progress.step", "5\n");
+  sandbox.set_run_file("job.outcome", "running\nrequeued: saved at step 2\n");
+  CommandResult result = sandbox.run(named_job(), {"FAKE_RC=0", "SLURM_RESTART_COUNT=2"});
+  CHECK(result.exit_code == 0);
+  CHECK(sandbox.run_file("job.outcome") ==
+        "completed\nrequeued: by SLURM at step 5 (the run before ended without the batch script's word)\n"
+        "requeued: saved at step 2\n");
 }
 
 TEST_CASE("a rank killed by a signal is requeued only within the guards") {
@@ -508,7 +570,7 @@ TEST_CASE("an array task runs, records and requeues only its own task") {
   INFO("stdout: " << result.out << "\nstderr: " << result.err);
   CHECK(result.exit_code == 0);
   CHECK(read_text(sandbox.path("srun.args")) ==
-        "--mpi=pmix\n--kill-on-bad-exit=1\n" + sandbox.path("runtime") + "\n--run-dir\n" + task + "\n");
+        "--mpi=pmix\n--kill-on-bad-exit=1\n--job-name=trainctl-ranks\n" + sandbox.path("runtime") + "\n--run-dir\n" + task + "\n");
   CHECK(read_text(task + "/job_id") == "55_1\n");
   CHECK(read_text(task + "/requeue.count") == "0\n");
   // Everything after the task found its run directory goes to the task's own log, appended.

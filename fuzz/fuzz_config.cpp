@@ -1,0 +1,84 @@
+// libFuzzer target for the config reader: each input is a config file's text, read the way
+// `trainctl validate` reads it (load_config: TOML with source regions, unknown tables, [job],
+// the training tables, [sweep] and the sweep's task configs). A ConfigError is the expected
+// answer to bad input (exit 2); any other exception, a crash or a sanitizer report is a finding.
+// The text goes through a memfd, so load_config reads a real path and nothing touches a disk.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "config_file.h"
+#include "config_reader.h"
+#include "sweep.h"
+
+namespace {
+
+// Task configs checked per input: enough to reach clashes between swept values, few enough that
+// a sweep of kMaxSweepTasks (the benchmarks' case) keeps the fuzzer fast.
+constexpr int64_t kMaxTasksChecked = 64;
+
+int64_t task_count(const trainctl::SweepSpec& sweep) {
+  int64_t tasks = sweep.samples;
+  for (const trainctl::SweepParameter& parameter : sweep.parameters)
+    if (parameter.kind == trainctl::SweepParameter::Kind::kGrid) tasks *= static_cast<int64_t>(parameter.values.size());
+  return tasks;
+}
+
+class ConfigMemoryFile {
+ public:
+  ConfigMemoryFile() : fd_(memfd_create("fuzz-config.toml", MFD_CLOEXEC)) {
+    if (fd_ < 0) fail("memfd_create");
+  }
+  ~ConfigMemoryFile() { close(fd_); }
+  ConfigMemoryFile(const ConfigMemoryFile&) = delete;
+  ConfigMemoryFile& operator=(const ConfigMemoryFile&) = delete;
+
+  // Replaces the contents; returns a path that opens them.
+  std::string hold(const uint8_t* data, size_t size) {
+    if (ftruncate(fd_, 0) != 0) fail("ftruncate");
+    for (size_t written = 0; written < size;) {
+      const ssize_t count = pwrite(fd_, data + written, size - written, static_cast<off_t>(written));
+      if (count <= 0) fail("pwrite");
+      written += static_cast<size_t>(count);
+    }
+    return fmt::format("/proc/self/fd/{}", fd_);
+  }
+
+ private:
+  [[noreturn]] static void fail(const char* call) {
+    std::perror(call);
+    std::abort();
+  }
+  int fd_;
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static ConfigMemoryFile file;
+  try {
+    const trainctl::Config config = trainctl::load_config(file.hold(data, size));
+    if (config.sweep && task_count(*config.sweep) <= kMaxTasksChecked) {
+      const std::vector<trainctl::SweepTask> tasks = trainctl::expand_sweep(*config.sweep);
+      trainctl::for_each_task_config(
+          config.table, *config.sweep, tasks,
+          [&](const toml::table& table) { trainctl::check_config_table(table, config.path); },
+          [](const trainctl::SweepTask&, toml::table&) {});
+    }
+  } catch (const trainctl::ConfigError&) {
+    // The reader's answer to a bad config.
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "fuzz_config: escaped the config reader: %s\n", error.what());
+    std::abort();
+  }
+  return 0;
+}

@@ -1,0 +1,28 @@
+// Test hooks: environment variables that tests set to make a fault land at a known point
+// (docs/runtime.md lists them). A run without them behaves as if they did not exist. They are
+// read here, once, so the trainer only asks at its named points.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace trainctl {
+
+// TRAINCTL_TEST_SIGNAL_AT_STEP: the step after which rank 0 raises SIGTERM on itself; -1 if unset.
+int64_t test_signal_step();
+
+// TRAINCTL_TEST_SAVE_INITIAL: save the freshly initialised weights as a step-0 checkpoint.
+bool test_save_initial();
+
+// TRAINCTL_TEST_PAUSE_IN="startup,eval@200,save@400": at the named phase (at that step; start-up
+// has none), rank 0 writes <run dir>/test-paused.<phase> and waits until a stop signal arrives
+// (at most two minutes), so that a test can send SLURM's signal while the run is in that phase.
+// Each pause happens once per run directory: the marker file remembers it across requeues.
+void test_pause_point(const std::string& run_dir, std::string_view phase, int64_t step);
+
+// Halfway through writing step `step`'s checkpoint file: the pause point "save", and
+// TRAINCTL_TEST_KILL_DURING_SAVE=<step>, which SIGKILLs the writer there.
+void test_midway_through_save(const std::string& run_dir, int64_t step);
+
+}  // namespace trainctl
