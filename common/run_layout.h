@@ -9,7 +9,7 @@
 //   metrics.jsonl    one JSON object per logged step, eval and event
 //   progress.step    the step a resume starts from (written at every checkpoint)
 //   completed.step   the final step, written by the runtime when training is done
-//   heartbeat.step   the last finished step, rewritten by rank 0 at most once a second: the batch
+//   heartbeat.step   the last finished step, rewritten by rank 0 at most ten times a second: the batch
 //                    script's hang watchdog reads it
 //   requeue.stalls   the batch script's count of requeues without progress
 //   requeue.count    the batch script's count of requeues (SLURM_RESTART_COUNT) of this submission

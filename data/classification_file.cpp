@@ -97,11 +97,11 @@ ClassificationData read_classification_file(const std::string& path) {
 
 void write_classification_file(const std::string& path, const ClassificationData& data) {
   const std::string temporary = temporary_path_for(path);
-  {
-    H5Handle file = create_file(temporary);
-    write_floats(file.get(), "x", {data.samples, data.features}, data.x.data());
-    write_ints(file.get(), "y", {data.samples}, data.y.data());
-  }
+  H5Handle file = create_file(temporary);
+  write_floats(file.get(), "x", {data.samples, data.features}, data.x.data());
+  write_ints(file.get(), "y", {data.samples}, data.y.data());
+  // Checked: HDF5 writes most of the file as it closes, where a full disk shows.
+  file.close();
   publish_file(temporary, path);
 }
 

@@ -17,7 +17,7 @@ Heartbeat::Heartbeat(std::string path, bool enabled) : path_(std::move(path)), e
 void Heartbeat::beat(int64_t step) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
-  if (last_beat_ && now - *last_beat_ < std::chrono::seconds(1)) return;
+  if (last_beat_ && now - *last_beat_ < std::chrono::milliseconds(100)) return;
   last_beat_ = now;
   const std::string temporary = temporary_path_for(path_);
   {

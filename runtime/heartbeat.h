@@ -17,8 +17,8 @@ class Heartbeat {
   // rank 0's progress is the job's.
   Heartbeat(std::string path, bool enabled);
 
-  // Records `step` unless a beat was recorded less than a second ago: a fast loop must not turn
-  // into a stream of renames.
+  // Records `step` unless a beat was recorded less than a tenth of a second ago: a fast loop must
+  // not turn into a stream of renames, and the step a hang is reported at lags by at most that.
   void beat(int64_t step);
 
  private:

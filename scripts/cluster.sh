@@ -125,6 +125,10 @@ render_conf() {
   # Split ~90% of the machine's memory among the nodes, so `--mem` requests make sense.
   mem_mib=$(awk -v n="$n" '/^MemTotal:/ { printf "%d", $2 / 1024 * 0.9 / n }' /proc/meminfo)
   if ((n == 1)); then cpus=4 nodes=n1 ports=17001; else cpus=2 nodes="n[1-$n]" ports="17001-$((17000 + n))"; fi
+  # A node whose slurmd stops answering is marked down (and its jobs requeued) after SlurmdTimeout;
+  # SLURM's 300 s default would make the two-node node-failure test wait five minutes.
+  local slurmd_timeout=300
+  ((n == 1)) || slurmd_timeout=10
   cat <<EOF
 $MARKER
 # nodes: $n
@@ -135,8 +139,8 @@ SlurmUser=root
 AuthType=auth/munge
 # A requeued job may start again only once its revoked credential has expired (default 120 s);
 # releasing it sooner (scontrol update StartTime=now) makes its next launch fail with "Job
-# credential revoked". 20 s keeps requeue tests short and is ample for launches on one machine.
-AuthInfo=cred_expire=20
+# credential revoked". 10 s keeps requeue tests short and is ample for launches on one machine.
+AuthInfo=cred_expire=10
 SlurmctldPort=6817
 StateSaveLocation=$CTLD_STATE
 SlurmctldPidFile=$RUN_DIR/slurmctld.pid
@@ -157,11 +161,15 @@ MpiDefault=none
 JobRequeue=1
 ReturnToService=2
 MinJobAge=300
-KillWait=10
+# A step cancelled after one rank died still has ranks that caught SIGTERM (they save on it) and
+# wait on their dead peer; they get SIGKILL after KillWait.
+KillWait=5
+SlurmdTimeout=$slurmd_timeout
 MaxArraySize=1001
 # Default batch_sched_delay=3 lets a submitted batch job wait up to 3 s before it starts, and a
-# requeued job whose hold ran out waits for the backfill pass, every 30 s by default.
-SchedulerParameters=batch_sched_delay=0,bf_interval=5
+# requeued job whose hold ran out waits for the main scheduler's periodic pass (sched_interval,
+# 60 s by default) or the backfill pass (every 30 s by default).
+SchedulerParameters=batch_sched_delay=0,bf_interval=5,sched_interval=2
 # No mail on this machine; the default MailProg is missing and slurmctld logs an error.
 MailProg=/bin/true
 # Per-node PMIx scratch, so two slurmds on one host do not collide (see header).

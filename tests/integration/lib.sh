@@ -98,7 +98,7 @@ require_cluster() {
 job_field() { scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1; }
 
 # wait_for_job JOB TIMEOUT STATE...: waits until the job is in one of STATE. A requeued job
-# waits ~20 s (AuthInfo=cred_expire in scripts/cluster.sh) before it runs again; releasing it
+# waits ~10 s (AuthInfo=cred_expire in scripts/cluster.sh) before it runs again; releasing it
 # sooner makes its launch fail, so the tests let the hold run out.
 wait_for_job() {
   local job=$1 timeout=$2
@@ -123,6 +123,24 @@ wait_for_step() {
     sleep 0.2
   done
   fail "$run did not reach step $step in ${timeout}s"
+}
+
+# wait_for_event RUN EVENT COUNT TIMEOUT: waits until the run has logged EVENT COUNT times.
+wait_for_event() {
+  local deadline=$((SECONDS + $4))
+  until [ "$(grep -c "\"event\":\"$2\"" "$1/metrics.jsonl" 2>/dev/null)" -ge "$3" ]; do
+    [ $SECONDS -lt $deadline ] || fail "$1 did not log event $2 $3 times in $4 s"
+    sleep 0.2
+  done
+}
+
+# wait_for_file PATH TIMEOUT
+wait_for_file() {
+  local deadline=$((SECONDS + $2))
+  until [ -e "$1" ]; do
+    [ $SECONDS -lt $deadline ] || fail "$1 did not appear in $2 s"
+    sleep 0.2
+  done
 }
 
 submit() {
