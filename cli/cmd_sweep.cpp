@@ -49,7 +49,7 @@ void print_table(const SweepDir& sweep, const SweepManifest& manifest, const std
     for (const toml::node& value : manifest.tasks[static_cast<size_t>(status.task)].values)
       row.push_back(describe_value(value));
     row.insert(row.end(), {run.state, std::to_string(run.restarts), run.step ? std::to_string(*run.step) : "-",
-                           loss_text(run.loss), loss_text(run.best_val_loss), run.outcome.empty() ? run.reason : run.outcome});
+                           loss_text(run.loss), loss_text(run.best_val_loss), status_note(run)});
     rows.push_back(std::move(row));
   }
   std::vector<size_t> widths(header.size(), 0);

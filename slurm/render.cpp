@@ -71,16 +71,23 @@ kill_hung_step() {
 
 run_ranks() {
   srun --mpi=pmix --kill-on-bad-exit=1 --job-name=trainctl-ranks "$runtime" --run-dir "$run_dir" &
-  local srun_pid=$! beat last_beat last_change=$SECONDS
+  local srun_pid=$! sleep_pid beat last_beat last_change=$SECONDS
   last_beat=$(read_count "$heartbeat_file")
-  while [ "$hang_timeout" -gt 0 ] && kill -0 "$srun_pid" 2>/dev/null; do
-    # Polled every second, so that the script also learns within a second that srun has ended.
-    sleep 1
+  while [ "$hang_timeout" -gt 0 ]; do
+    # The heartbeat is read every second, and srun's end is taken at once: `wait -n` (bash 4.3)
+    # returns when either ends, and bash keeps srun's status for the `wait` below.
+    sleep 1 &
+    sleep_pid=$!
+    wait -n
+    if ! kill -0 "$srun_pid" 2>/dev/null; then
+      kill "$sleep_pid" 2>/dev/null
+      break
+    fi
     beat=$(read_count "$heartbeat_file")
     if [ "$beat" != "$last_beat" ]; then
       last_beat=$beat
       last_change=$SECONDS
-    elif [ $((SECONDS - last_change)) -ge "$hang_timeout" ] && kill -0 "$srun_pid" 2>/dev/null; then
+    elif [ $((SECONDS - last_change)) -ge "$hang_timeout" ]; then
       hung_at=$beat
       echo "trainctl: no step finished for $((SECONDS - last_change)) s (hang_timeout $hang_timeout s) after step $beat: the ranks are hung; killing them"
       kill_hung_step "$srun_pid"

@@ -444,7 +444,7 @@ TEST_CASE("a heartbeat that keeps changing is no hang, however long the run") {
   Sandbox sandbox;
   JobSpec job = named_job();
   job.hang_timeout = 2;
-  CommandResult result = sandbox.run(job, {"FAKE_BEATS=8", "FAKE_RC=0"});
+  CommandResult result = sandbox.run(job, {"FAKE_BEATS=6", "FAKE_RC=0"});
   INFO("stdout: " << result.out << "\nstderr: " << result.err);
   CHECK(result.exit_code == 0);
   CHECK(sandbox.run_file("job.outcome") == "completed\n");
