@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -422,8 +423,9 @@ TEST_CASE("the hang watchdog kills ranks whose heartbeat stops and requeues the 
   CommandResult result = sandbox.run(job, {"FAKE_HANG=1", "FAKE_BEAT=6", "FAKE_STEP=6"});
   INFO("stdout: " << result.out << "\nstderr: " << result.err);
   CHECK(result.exit_code == 0);
-  CHECK(result.out.find("\ntrainctl: no step finished for 2 s (hang_timeout 2 s) after step 6: the ranks are hung; "
-                        "killing them\n") != std::string::npos);
+  // At least the timeout; more on a loaded machine, where a poll comes late.
+  CHECK(std::regex_search(result.out, std::regex("\ntrainctl: no step finished for [2-9] s \\(hang_timeout 2 s\\) after "
+                                                 "step 6: the ranks are hung; killing them\n")));
   CHECK(result.out.ends_with("\ntrainctl: hung at step 6; requeuing job 123 (requeue 1 of 10)\n"));
   CHECK(read_text(sandbox.path("scancel.calls")) == "--signal=KILL 123.0\n");
   CHECK(read_text(sandbox.path("scontrol.calls")) == "requeue 123\n");
