@@ -151,6 +151,13 @@ JobSpec named_job() {
   return job;
 }
 
+// A job whose hang watchdog fires after 2 s without a new heartbeat.
+JobSpec watched_job() {
+  JobSpec job = named_job();
+  job.hang_timeout = 2;
+  return job;
+}
+
 }  // namespace
 
 TEST_CASE("shell_quote makes one literal word") {
@@ -418,9 +425,7 @@ TEST_CASE("a rank killed by a signal is an infrastructure fault: requeued, and r
 TEST_CASE("the hang watchdog kills ranks whose heartbeat stops and requeues the job as hung") {
   Sandbox sandbox;
   sandbox.set_run_file("progress.step", "5\n");
-  JobSpec job = named_job();
-  job.hang_timeout = 2;
-  CommandResult result = sandbox.run(job, {"FAKE_HANG=1", "FAKE_BEAT=6", "FAKE_STEP=6"});
+  CommandResult result = sandbox.run(watched_job(), {"FAKE_HANG=1", "FAKE_BEAT=6", "FAKE_STEP=6"});
   INFO("stdout: " << result.out << "\nstderr: " << result.err);
   CHECK(result.exit_code == 0);
   // At least the timeout; more on a loaded machine, where a poll comes late.
@@ -434,9 +439,7 @@ TEST_CASE("the hang watchdog kills ranks whose heartbeat stops and requeues the 
 
 TEST_CASE("the hang watchdog kills srun itself when the ranks' step cannot be cancelled") {
   Sandbox sandbox;
-  JobSpec job = named_job();
-  job.hang_timeout = 2;
-  CommandResult result = sandbox.run(job, {"FAKE_HANG=1", "FAKE_BEAT=3", "FAKE_SCANCEL_RC=1"});
+  CommandResult result = sandbox.run(watched_job(), {"FAKE_HANG=1", "FAKE_BEAT=3", "FAKE_SCANCEL_RC=1"});
   INFO("stdout: " << result.out << "\nstderr: " << result.err);
   CHECK(result.out.find("\ntrainctl: cannot find the ranks' step to cancel; killing srun\n") != std::string::npos);
   CHECK(sandbox.run_file("job.outcome") == "requeued: hung at step 3\n");
@@ -444,9 +447,7 @@ TEST_CASE("the hang watchdog kills srun itself when the ranks' step cannot be ca
 
 TEST_CASE("a heartbeat that keeps changing is no hang, however long the run") {
   Sandbox sandbox;
-  JobSpec job = named_job();
-  job.hang_timeout = 2;
-  CommandResult result = sandbox.run(job, {"FAKE_BEATS=6", "FAKE_RC=0"});
+  CommandResult result = sandbox.run(watched_job(), {"FAKE_BEATS=6", "FAKE_RC=0"});
   INFO("stdout: " << result.out << "\nstderr: " << result.err);
   CHECK(result.exit_code == 0);
   CHECK(sandbox.run_file("job.outcome") == "completed\n");
