@@ -1,5 +1,6 @@
 // trainctl run CONFIG [--ranks N]: the same training with no SLURM, for laptops and debugging:
-// one process, or N ranks under mpirun. The run directory is the one submit would use.
+// one process, or N ranks under mpirun; for a [program], N ranks of it with the environment of
+// the contract. The run directory is the one submit would use.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include "config_file.h"
 #include "errors.h"
 #include "exit_codes.h"
+#include "local_ranks.h"
 #include "preflight.h"
 #include "run_dir.h"
 
@@ -34,10 +36,21 @@ int run_and_wait(const std::vector<std::string>& argv) {
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+
+// trainctl-runtime for `run_dir`, under mpirun for more than one rank.
+std::vector<std::string> runtime_command(const RunDir& run_dir, int ranks) {
+  std::vector<std::string> argv;
+  if (ranks > 1) {
+    argv = {"mpirun", "-np", std::to_string(ranks), "--oversubscribe", "--bind-to", "none"};
+    if (geteuid() == 0) argv.push_back("--allow-run-as-root");
+  }
+  argv.insert(argv.end(), {runtime_executable(), "--run-dir", run_dir.path()});
+  return argv;
+}
 }  // namespace
 
 void add_run_command(CLI::App& app) {
-  auto* command = app.add_subcommand("run", "train without SLURM: one process, or --ranks N under mpirun");
+  auto* command = app.add_subcommand("run", "train without SLURM: one process, or --ranks N (mpirun for the runtime)");
   struct Options {
     std::string config, run_dir;
     int ranks = 1;
@@ -45,7 +58,7 @@ void add_run_command(CLI::App& app) {
   };
   auto options = std::make_shared<Options>();
   command->add_option("config", options->config, "TOML config")->required();
-  command->add_option("--ranks", options->ranks, "number of ranks (mpirun when more than 1)")
+  command->add_option("--ranks", options->ranks, "number of ranks")
       ->check(CLI::Range(1, 4096));
   command->add_option("--run-dir", options->run_dir, "run directory (default: runs/<job.name>)");
   command->add_flag("--resume", options->resume, "continue the run in an existing run directory");
@@ -64,14 +77,9 @@ void add_run_command(CLI::App& app) {
     const std::string threads = std::to_string(config.job.cpus_per_rank);
     setenv("OMP_NUM_THREADS", threads.c_str(), 0);
     setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
-    std::vector<std::string> argv;
-    if (options->ranks > 1) {
-      argv = {"mpirun", "-np", std::to_string(options->ranks), "--oversubscribe", "--bind-to", "none"};
-      if (geteuid() == 0) argv.push_back("--allow-run-as-root");
-    }
-    argv.insert(argv.end(), {runtime_executable(), "--run-dir", run_dir.path()});
-
-    const int code = run_and_wait(argv);
+    // A resumed program is told it is not on its first run, as after a requeue.
+    const int code = config.program ? run_local_ranks(run_dir, options->ranks, options->resume ? 1 : 0)
+                                    : run_and_wait(runtime_command(run_dir, options->ranks));
     if (code == exit_code::kDone) {
       fmt::print("run complete: {}\n", run_dir.path());
       return;
@@ -81,6 +89,7 @@ void add_run_command(CLI::App& app) {
                                 "--resume{}",
                                 options->config, run_dir.path(),
                                 options->ranks > 1 ? fmt::format(" --ranks {}", options->ranks) : ""));
+    if (config.program) throw Failure(fmt::format("the program failed with exit code {} (see above)", code));
     if (code == exit_code::kBadConfig) throw UsageError("the runtime rejected its input (see above)");
     throw Failure(fmt::format("the runtime failed with exit code {}", code));
   });

@@ -3,6 +3,8 @@
 #include <fmt/ranges.h>
 
 #include "commands.h"
+#include "config_reader.h"
+#include "json.h"
 #include "config_file.h"
 #include "preflight.h"
 #include "sweep_submit.h"
@@ -17,10 +19,18 @@ void add_validate_command(CLI::App& app) {
   command->callback([config_path, no_preflight] {
     const Config config = load_config(*config_path);
     if (!*no_preflight) preflight_data(config);
-    fmt::print("{}: valid: job \"{}\" with {} node(s) x {} rank(s); {}; {} steps, global batch {}\n",
-               *config_path, config.job.name, config.job.nodes, config.job.ranks_per_node, config.run.model.describe(),
-               config.run.train.steps,
-               config.run.train.micro_batch * config.run.train.grad_accum * config.job.world_size());
+    const std::string job = fmt::format("{}: valid: job \"{}\" with {} node(s) x {} rank(s)", *config_path,
+                                        config.job.name, config.job.nodes, config.job.ranks_per_node);
+    if (config.program) {
+      // The command as written, placeholders and all, one argument per quoted string.
+      std::vector<std::string> quoted;
+      for (const std::string& argument : config.program->command) quoted.push_back(json_text(argument));
+      fmt::print("{}; program [{}]\n", job, printable(fmt::format("{}", fmt::join(quoted, ", "))));
+    } else {
+      const RunSpec& run = *config.run;
+      fmt::print("{}; {}; {} steps, global batch {}\n", job, run.model.describe(), run.train.steps,
+                 run.train.micro_batch * run.train.grad_accum * config.job.world_size());
+    }
     if (!config.sweep) return;
     // Expanding checks every task's config, not only each value on its own.
     const size_t tasks = check_sweep_tasks(config);

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "config_file.h"
+#include "render.h"
 #include "run_dir.h"
 
 namespace trainctl {
@@ -25,8 +26,12 @@ void add_sample_command(CLI::App& app);
 // The batch script of `config` for `run_dir` (render shows it, submit submits it).
 std::string batch_script(const Config& config, const RunDir& run_dir);
 
+// What srun starts on every slot for a config (its table): trainctl-launch for a [program],
+// else trainctl-runtime.
+RankCommand rank_command(const toml::table& config);
+
 // trainctl-runtime: $TRAINCTL_RUNTIME, else next to this executable (installed), else in the
-// build tree's runtime/ beside cli/.
+// build tree's runtime/ beside cli/. (trainctl-launch likewise: $TRAINCTL_LAUNCH, or program/.)
 std::string runtime_executable();
 
 }  // namespace trainctl

@@ -13,7 +13,8 @@
 namespace trainctl {
 
 namespace {
-const std::vector<std::string> kTopLevelTables{"job", "model", "data", "train", "checkpoint", "sweep"};
+const std::vector<std::string> kTrainingTables{"model", "data", "train", "checkpoint"};
+const std::vector<std::string> kTopLevelTables{"job", "model", "data", "train", "checkpoint", "program", "params", "sweep"};
 // Samples per optimizer step over all ranks; with train.steps <= 1e9 the samples of a run fit int64.
 constexpr int64_t kMaxGlobalBatch = int64_t{1} << 32;
 
@@ -37,7 +38,8 @@ void reject_unknown_tables(const toml::table& table, const std::string& path) {
 
 struct Specs {
   JobSpec job;
-  RunSpec run;
+  std::optional<RunSpec> run;
+  std::optional<ProgramSpec> program;
 };
 
 void check_global_batch(const toml::table& table, const std::string& file, const JobSpec& job, const TrainSpec& train) {
@@ -53,12 +55,32 @@ void check_global_batch(const toml::table& table, const std::string& file, const
                                        kMaxGlobalBatch));
 }
 
-// [job] and the training tables, and what they must agree on.
+// A [program] runs instead of trainctl's runtime: the runtime's tables would be silently unused.
+void reject_training_tables(const toml::table& table, const std::string& file) {
+  const uint32_t program_line = table.get("program")->source().begin.line;
+  for (const std::string& name : kTrainingTables)
+    if (const toml::node* node = table.get(name))
+      throw ConfigError(position_of(*node, file), name,
+                        fmt::format("[program] (line {}) runs your own command instead of trainctl's runtime, which "
+                                    "[{}] configures; keep one of them",
+                                    program_line, name));
+}
+
+// [job] and either [program] or the training tables, and what they must agree on.
 Specs read_specs(const toml::table& table, const std::string& file) {
-  Specs specs{parse_job_spec(table, file), parse_run_spec(table, file)};
+  Specs specs{parse_job_spec(table, file), std::nullopt, std::nullopt};
+  if (has_program(table)) {
+    reject_training_tables(table, file);
+    specs.program = parse_program_spec(table, file);
+    return specs;
+  }
+  if (const toml::node* params = table.get("params"))
+    throw ConfigError(position_of(*params, file), "params",
+                      "holds the values of a [program]'s placeholders, and this config has no [program]");
+  specs.run = parse_run_spec(table, file);
   const JobSpec& job = specs.job;
-  check_global_batch(table, file, job, specs.run.train);
-  if (specs.run.train.device != "cuda") return specs;
+  check_global_batch(table, file, job, specs.run->train);
+  if (specs.run->train.device != "cuda") return specs;
   // One rank per GPU: the runtime binds local rank r to visible GPU r.
   const TableReader reader = TableReader::child(table, "job", file);
   if (job.gpus_per_node == 0)
@@ -80,6 +102,7 @@ Config load_config(const std::string& path) {
   Specs specs = read_specs(config.table, path);
   config.job = std::move(specs.job);
   config.run = std::move(specs.run);
+  config.program = std::move(specs.program);
   config.sweep = parse_sweep(config.table, path, [&](const toml::table& table) { check_config_table(table, path); });
   return config;
 }
@@ -91,6 +114,7 @@ std::string resolved_config_text(const toml::table& table, const std::string& co
   const std::filesystem::path absolute_config = std::filesystem::absolute(config_path);
   toml::table resolved = table;
   resolve_data_paths(resolved, absolute_config.parent_path().string());
+  resolve_program_workdir(resolved, absolute_config.parent_path().string());
   std::ostringstream text;
   text << "# resolved by trainctl " << TRAINCTL_VERSION << " from " << absolute_config.string() << "\n";
   if (!note.empty()) text << "# " << note << "\n";

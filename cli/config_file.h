@@ -1,5 +1,6 @@
-// A whole trainctl config: parsed once, each table handed to its owner ([job] to slurm/,
-// the training tables to runtime/), unknown top-level tables reported with a suggestion.
+// A whole trainctl config: parsed once, each table handed to its owner ([job] to slurm/, the
+// training tables to common/train_spec.h, [program] and [params] to program/), unknown
+// top-level tables reported with a suggestion.
 #pragma once
 
 #include <string>
@@ -7,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "job_spec.h"
+#include "program_spec.h"
 #include "sweep.h"
 #include "train_spec.h"
 
@@ -16,7 +18,10 @@ struct Config {
   std::string path;
   toml::table table;
   JobSpec job;
-  RunSpec run;
+  // What every rank runs; exactly one is set: trainctl-runtime training `run` ([model], [data],
+  // [train], [checkpoint]), or the user's own `program` ([program], [params]).
+  std::optional<RunSpec> run;
+  std::optional<ProgramSpec> program;
   std::optional<SweepSpec> sweep;  // [sweep]: submit makes a job array of the tasks
 };
 
@@ -26,8 +31,9 @@ Config load_config(const std::string& path);
 // Checks `table`, a config read from `file`, as load_config does; throws ConfigError.
 void check_config_table(const toml::table& table, const std::string& file);
 
-// A config as the runtime will read it from its run directory: data paths made absolute
-// (relative ones are relative to `config_path`), headed by where it came from and `note`.
+// A config as the ranks will read it from its run directory: data paths and a program's workdir
+// made absolute (relative ones are relative to `config_path`), headed by where it came from and
+// `note`.
 std::string resolved_config_text(const toml::table& table, const std::string& config_path, const std::string& note = "");
 
 }  // namespace trainctl

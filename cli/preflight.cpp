@@ -43,6 +43,15 @@ bool varies_model_or_data(const SweepSpec& sweep) {
 }  // namespace
 
 void preflight_data(const Config& config) {
+  if (config.program) {
+    // The program and its files are the user's; only where it runs can be checked here.
+    toml::table resolved = config.table;
+    resolve_program_workdir(resolved, std::filesystem::absolute(config.path).parent_path().string());
+    const std::string workdir = resolved["program"]["workdir"].value_or(std::string());
+    if (!std::filesystem::is_directory(workdir))
+      throw BadInput(fmt::format("program.workdir: {} is not a directory", workdir));
+    return;
+  }
   CheckedData checked;
   if (!config.sweep || !varies_model_or_data(*config.sweep)) {
     check_run_data(config.table, config.path, checked);

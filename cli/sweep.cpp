@@ -16,7 +16,7 @@ namespace trainctl {
 namespace {
 
 const std::vector<std::string> kSettings{"samples", "seed", "max_parallel"};
-const std::vector<std::string> kSweepableTables{"model", "data", "train", "checkpoint"};
+const std::vector<std::string> kSweepableTables{"model", "data", "train", "checkpoint", "program", "params"};
 const std::vector<std::string> kDistributions{"uniform", "log_uniform", "choice"};
 constexpr const char* kValueForms =
     "expected a list of values (a grid) or one of { uniform = [low, high] }, { log_uniform = [low, high] }, "

@@ -5,6 +5,7 @@
 //   model.hidden = [[64], [128, 128]]                      the same, written as a dotted key
 //   "train.weight_decay" = { log_uniform = [1e-4, 1e-1] }  random: drawn once per sample
 //   "train.micro_batch" = { choice = [16, 32, 64] }        and { uniform = [low, high] }
+//   "params.lr" = [1e-4, 3e-4]                             a [program]'s params, the same way
 //   samples = 4        random draws; required when there are random keys
 //   seed = 0           the draws are a function of the seed alone
 //   max_parallel = 2   tasks running at once, over all of the sweep's arrays

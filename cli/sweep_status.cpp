@@ -7,25 +7,9 @@
 #include <tuple>
 
 #include "sweep.h"
+#include "toml_json.h"
 
 namespace trainctl {
-
-namespace {
-// A swept value as JSON: numbers, strings and booleans as themselves, lists as arrays; anything
-// else TOML can hold (a date) as its TOML text.
-Json json_of(const toml::node& value) {
-  if (const toml::array* array = value.as_array()) {
-    Json items = Json::array();
-    for (const toml::node& item : *array) items.push_back(json_of(item));
-    return items;
-  }
-  if (auto integer = value.value_exact<int64_t>()) return *integer;
-  if (auto number = value.value_exact<double>()) return *number;
-  if (auto text = value.value_exact<std::string>()) return *text;
-  if (auto flag = value.value_exact<bool>()) return *flag;
-  return describe_value(value);
-}
-}  // namespace
 
 std::vector<std::string> array_job_ids(const SweepManifest& manifest) {
   std::vector<std::string> job_ids;

@@ -8,6 +8,7 @@
 
 #include "config_file.h"
 #include "job_spec.h"
+#include "render.h"
 #include "slurm_client.h"
 #include "sweep_dir.h"
 
@@ -31,7 +32,8 @@ struct ArrayScript {
 };
 
 // The batch scripts that run `tasks` as arrays of at most `max_array_size` tasks each.
-std::vector<ArrayScript> sweep_scripts(const JobSpec& job, const SweepDir& sweep, const std::vector<int64_t>& tasks,
+std::vector<ArrayScript> sweep_scripts(const JobSpec& job, const RankCommand& rank, const SweepDir& sweep,
+                                       const std::vector<int64_t>& tasks,
                                        std::optional<int64_t> max_parallel, int64_t max_array_size);
 
 // Writes the sweep directory: every task's run directory, sweep.toml and, last, the manifest,

@@ -6,5 +6,7 @@ namespace trainctl::exit_code {
 constexpr int kDone = 0;         // training reached train.steps
 constexpr int kFailed = 1;       // a runtime failure (I/O, MPI, a NaN loss, ...)
 constexpr int kBadConfig = 2;    // the config or a checkpoint does not fit this run
-constexpr int kSavedRequeue = 75;  // EX_TEMPFAIL: saved after a signal; requeue me to continue
+// EX_TEMPFAIL: saved after a signal; requeue me to continue. Also a [program]'s word, given to it
+// as TRAINCTL_EXIT_REQUEUE (docs/programs.md).
+constexpr int kSavedRequeue = 75;
 }  // namespace trainctl::exit_code

@@ -14,6 +14,9 @@
 //   requeue.stalls   the batch script's count of requeues without progress
 //   requeue.count    the batch script's count of requeues (SLURM_RESTART_COUNT) of this submission
 //   job.outcome      the batch script's word: running, then completed, failed: ..., stopped: ...
+//   params.json      a [program] job's [params] (docs/programs.md)
+//   program.exits    how each rank's program ended in the latest run of a [program] job, one line
+//                    per rank in the order they ended: "rank R exit C" or "rank R signal N"
 #pragma once
 
 #include <algorithm>
@@ -36,6 +39,8 @@ inline constexpr std::string_view kHeartbeat = "heartbeat.step";
 inline constexpr std::string_view kRequeueStalls = "requeue.stalls";
 inline constexpr std::string_view kRequeueCount = "requeue.count";
 inline constexpr std::string_view kOutcome = "job.outcome";
+inline constexpr std::string_view kParams = "params.json";
+inline constexpr std::string_view kProgramExits = "program.exits";
 // job.outcome's first line while the batch script runs (slurm/render.cpp writes it).
 inline constexpr std::string_view kOutcomeRunning = "running";
 // A job's log in logs/ is <prefix><job id><suffix>.
@@ -50,10 +55,10 @@ constexpr bool is_plain(std::string_view name) {
            c == '-';
   });
 }
-static_assert(is_plain(kConfig) && is_plain(kScript) && is_plain(kJobId) && is_plain(kLogs) &&
-              is_plain(kCheckpoints) && is_plain(kMetrics) && is_plain(kProgress) && is_plain(kCompleted) && is_plain(kHeartbeat) &&
-              is_plain(kRequeueStalls) && is_plain(kRequeueCount) && is_plain(kOutcome) && is_plain(kLogPrefix) &&
-              is_plain(kLogSuffix));
+static_assert(is_plain(kConfig) && is_plain(kScript) && is_plain(kJobId) && is_plain(kLogs) && is_plain(kCheckpoints) &&
+              is_plain(kMetrics) && is_plain(kProgress) && is_plain(kCompleted) && is_plain(kHeartbeat) &&
+              is_plain(kRequeueStalls) && is_plain(kRequeueCount) && is_plain(kOutcome) && is_plain(kParams) &&
+              is_plain(kProgramExits) && is_plain(kLogPrefix) && is_plain(kLogSuffix));
 }  // namespace run_file
 
 // The paths of a run directory's files. The path is taken as given: the batch script renders
@@ -78,6 +83,8 @@ class RunLayout {
   std::string requeue_stalls() const { return file(run_file::kRequeueStalls); }
   std::string requeue_count() const { return file(run_file::kRequeueCount); }
   std::string outcome() const { return file(run_file::kOutcome); }
+  std::string params() const { return file(run_file::kParams); }
+  std::string program_exits() const { return file(run_file::kProgramExits); }
 
  private:
   std::string file(std::string_view name) const { return path_ + "/" + std::string(name); }

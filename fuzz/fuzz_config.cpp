@@ -1,6 +1,7 @@
 // libFuzzer target for the config reader: each input is a config file's text, read the way
 // `trainctl validate` reads it (load_config: TOML with source regions, unknown tables, [job],
-// the training tables, [sweep] and the sweep's task configs). A ConfigError is the expected
+// the training tables or [program] and [params], [sweep] and the sweep's task configs), and a
+// program's command filled in as each rank fills it, with its params.json. A ConfigError is the expected
 // answer to bad input (exit 2); any other exception, a crash or a sanitizer report is a finding.
 // The text goes through a memfd, so load_config reads a real path and nothing touches a disk.
 #include <sys/mman.h>
@@ -18,6 +19,7 @@
 
 #include "config_file.h"
 #include "config_reader.h"
+#include "program_spec.h"
 #include "sweep.h"
 
 namespace {
@@ -67,6 +69,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static ConfigMemoryFile file;
   try {
     const trainctl::Config config = trainctl::load_config(file.hold(data, size));
+    if (config.program) {
+      // Once the config is read, filling in the placeholders cannot fail.
+      trainctl::program_argv(*config.program, trainctl::RunLayout("/scratch/runs/fuzz"));
+      trainctl::params_json_text(*config.program);
+    }
     if (config.sweep && task_count(*config.sweep) <= kMaxTasksChecked) {
       const std::vector<trainctl::SweepTask> tasks = trainctl::expand_sweep(*config.sweep);
       trainctl::for_each_task_config(

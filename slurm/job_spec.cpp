@@ -204,7 +204,9 @@ JobSpec parse_job_spec(const toml::table& root, const std::string& file) {
   job.signal_grace = reader.integer("signal_grace", job.signal_grace, 1, kMaxSignalGraceSeconds);
   check_signal_fits_time(reader, job);
   job.max_requeues = reader.integer("max_requeues", job.max_requeues, 0, kMaxRequeues);
-  job.hang_timeout = parse_hang_timeout(reader, job.hang_timeout);
+  // The watchdog reads heartbeat.step, which trainctl-runtime writes; a [program] need not, so
+  // its watchdog is off unless the user turns it on (docs/programs.md).
+  job.hang_timeout = parse_hang_timeout(reader, root.contains("program") ? 0 : job.hang_timeout);
   job.constraint = optional_matching(reader, "constraint", kConstraint);
   job.exclude = optional_matching(reader, "exclude", kHostList);
   job.env = parse_env(reader, job_table, file);

@@ -34,7 +34,8 @@ struct JobSpec {
   int64_t signal_grace = 120;           // seconds before the end that the signal arrives
   int64_t max_requeues = 10;
   // Seconds without a finished step (start-up, evaluation and saving included) before the batch
-  // script kills the ranks as hung and requeues; 0 turns the watchdog off.
+  // script kills the ranks as hung and requeues; 0 turns the watchdog off (the default for a
+  // config with [program]).
   int64_t hang_timeout = 1800;
   std::optional<std::string> constraint;
   std::optional<std::string> exclude;

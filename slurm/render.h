@@ -1,7 +1,8 @@
 // Batch-script rendering: turns a JobSpec and a run directory into the bash script that sbatch
 // runs. The script asks SLURM for the resources, exports the job's environment, runs the user's
-// setup lines, srun's one runtime rank per slot, and requeues its own job when the runtime
-// saved after a signal (exit_code::kSavedRequeue), guarded against endless requeue loops.
+// setup lines, srun's one rank per slot (trainctl-runtime, or trainctl-launch with the user's
+// [program]), and requeues its own job when the ranks saved after a signal
+// (exit_code::kSavedRequeue), guarded against endless requeue loops.
 // A sweep's script is a job array: each task finds its own run directory from its array index
 // and requeues only itself.
 #pragma once
@@ -23,9 +24,17 @@ struct ArrayTasks {
   std::optional<int64_t> max_parallel;  // array tasks running at once
 };
 
+// What srun starts on every slot, with --run-dir.
+struct RankCommand {
+  std::string executable;  // absolute path of trainctl-runtime, or of trainctl-launch
+  // trainctl-launch, running the config's [program]: the script also finds the rendezvous
+  // address (the allocation's first node) for it.
+  bool user_program = false;
+};
+
 struct RenderInputs {
-  std::string run_dir;       // absolute path of the run directory, or of the sweep directory
-  std::string runtime_path;  // absolute path of the trainctl-runtime executable
+  std::string run_dir;  // absolute path of the run directory, or of the sweep directory
+  RankCommand rank;
   std::optional<ArrayTasks> array = std::nullopt;  // a job array (a sweep) instead of one job
 };
 

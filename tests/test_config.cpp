@@ -99,7 +99,7 @@ TEST_CASE("the demo config validates with the values it sets") {
   CHECK(config.job.name == "mlp-demo");
   CHECK(config.job.world_size() == 2);
 
-  const trainctl::RunSpec& run = config.run;
+  const trainctl::RunSpec& run = *config.run;
   const auto& model = std::get<trainctl::MlpSpec>(run.model.config);
   CHECK(model.inputs == 32);
   CHECK(model.hidden == std::vector<int64_t>{128, 128});
@@ -129,7 +129,7 @@ TEST_CASE("the demo config validates with the values it sets") {
 }
 
 TEST_CASE("a minimal config gets the documented defaults") {
-  const trainctl::RunSpec run = load_text(kMinimalConfig).run;
+  const trainctl::RunSpec run = *load_text(kMinimalConfig).run;
   CHECK(std::string(run.model.kind()) == "mlp");
   CHECK(std::get<trainctl::MlpSpec>(run.model.config).hidden.empty());
   CHECK(std::get<trainctl::MlpSpec>(run.model.config).activation == trainctl::Activation::kRelu);
@@ -276,7 +276,7 @@ TEST_CASE("values out of range name the bound") {
 }
 
 TEST_CASE("warmup may last the whole run") {
-  CHECK(load_text(with_key(kMinimalConfig, "[train]", "warmup_steps = 100")).run.train.warmup_steps == 100);
+  CHECK(load_text(with_key(kMinimalConfig, "[train]", "warmup_steps = 100")).run->train.warmup_steps == 100);
 }
 
 TEST_CASE("choices list what is allowed") {
@@ -321,7 +321,7 @@ micro_batch = 2
 )";
 
 TEST_CASE("a gpt2 [model] is read by its kind's schema") {
-  const trainctl::RunSpec run = load_text(kGpt2Config).run;
+  const trainctl::RunSpec run = *load_text(kGpt2Config).run;
   REQUIRE(std::string(run.model.kind()) == "gpt2");
   const auto& model = std::get<trainctl::Gpt2Spec>(run.model.config);
   CHECK(model.n_layer == 2);
@@ -330,7 +330,7 @@ TEST_CASE("a gpt2 [model] is read by its kind's schema") {
   CHECK(model.block_size == 32);
   CHECK(model.vocab_size == 256);
   CHECK(run.model.describe() == "gpt2 2 layers x 64 wide, 4 heads, block 32, vocab 256");
-  CHECK(load_text(with_key(kGpt2Config, "[train]", "recompute = true")).run.train.recompute);
+  CHECK(load_text(with_key(kGpt2Config, "[train]", "recompute = true")).run->train.recompute);
 }
 
 TEST_CASE("bad gpt2 [model] values name the key") {
@@ -427,11 +427,11 @@ TEST_CASE("nan and inf are refused in every float key, with one message") {
           fmt::format("FILE:12:9: train.betas: element 1 must be a finite number (got {})", shown));
   }
   // An integer is a number, also beyond 2^53 where a double cannot hold it exactly.
-  CHECK(load_text(with_key(kMinimalConfig, "[train]", "lr = 9007199254740993")).run.train.lr == 9007199254740992.0);
+  CHECK(load_text(with_key(kMinimalConfig, "[train]", "lr = 9007199254740993")).run->train.lr == 9007199254740992.0);
   // Finite but beyond any use: a checkpoint interval is at most a year.
   CHECK(load_error(with_checkpoint_key("every_minutes = 1e300")) ==
         "FILE:16:17: checkpoint.every_minutes: must be at most 527040 (a year)");
-  CHECK(load_text(with_checkpoint_key("every_minutes = 527040")).run.checkpoint.every_minutes == 527040.0);
+  CHECK(load_text(with_checkpoint_key("every_minutes = 527040")).run->checkpoint.every_minutes == 527040.0);
 }
 
 TEST_CASE("every count has an upper bound: 2^63-1 is refused with it") {
@@ -458,7 +458,7 @@ TEST_CASE("every count has an upper bound: 2^63-1 is refused with it") {
         fmt::format("FILE:12:9: train.steps: must be at most 1000000000 (got {})", kMax));
   CHECK(load_error(with_key(kMinimalConfig, "[train]", fmt::format("warmup_steps = {}", kMax))) ==
         "FILE:12:16: train.warmup_steps: must not exceed train.steps");
-  CHECK(load_text(with_key(kMinimalConfig, "[train]", fmt::format("seed = {}", kMax))).run.train.seed ==
+  CHECK(load_text(with_key(kMinimalConfig, "[train]", fmt::format("seed = {}", kMax))).run->train.seed ==
         uint64_t{9223372036854775807});  // any seed is a seed
   CHECK(load_error(with_checkpoint_key(fmt::format("every_steps = {}", kMax))) ==
         fmt::format("FILE:16:15: checkpoint.every_steps: must be at most 1000000000 (got {})", kMax));

@@ -33,7 +33,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const RenderInputs kInputs{"/scratch/runs/mlp-7", "/opt/trainctl/bin/trainctl-runtime"};
+const RenderInputs kInputs{"/scratch/runs/mlp-7", {"/opt/trainctl/bin/trainctl-runtime"}};
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -70,10 +70,13 @@ void write_executable(const fs::path& path, const std::string& text) {
 
 // A scratch directory in which a rendered script runs for real under bash: srun is a stub that
 // records its arguments, drops its own options and runs the rest; scontrol records its
-// arguments; squeue lists the ranks' step as SLURM would, and scancel records its arguments and
+// arguments and answers for nodes n7 and n8 (NodeAddr 10.1.2.7); squeue lists the ranks' step as
+// SLURM would, and scancel records its arguments and
 // kills the "runtime" (unless FAKE_SCANCEL_RC fails it). The runtime dumps the variables named in
 // FAKE_DUMP to <run>/env.<NAME>, writes FAKE_STEP to progress.step, beats FAKE_BEATS times
-// half a second apart, writes FAKE_BEAT to heartbeat.step and sleeps when FAKE_HANG is set, kills itself with FAKE_SIGNAL when set (srun then
+// half a second apart, writes FAKE_BEAT to heartbeat.step and sleeps when FAKE_HANG is set,
+// writes FAKE_EXITS (printf format) to program.exits as trainctl-launch's ranks would, kills
+// itself with FAKE_SIGNAL when set (srun then
 // exits 128 + the signal, as bash does), writes completed.step when it exits 0 (unless
 // FAKE_INCOMPLETE is set), and exits with FAKE_RC.
 class Sandbox {
@@ -90,7 +93,12 @@ class Sandbox {
                      "while [ $# -gt 0 ]; do case $1 in --*) shift ;; *) break ;; esac; done\n"
                      "exec \"$@\"\n");
     write_executable(root_ / "bin" / "scontrol",
-                     "#!/bin/sh\necho \"$*\" >> '" + path("scontrol.calls") + "'\nexit \"${FAKE_SCONTROL_RC:-0}\"\n");
+                     "#!/bin/sh\necho \"$*\" >> '" + path("scontrol.calls") + "'\n"
+                     "case \"$1 $2\" in\n"
+                     "  'show hostnames') echo n7; echo n8 ;;\n"
+                     "  'show node') echo 'NodeName=n7 Arch=x86_64 NodeAddr=10.1.2.7 NodeHostName=n7 Version=22.05' ;;\n"
+                     "esac\n"
+                     "exit \"${FAKE_SCONTROL_RC:-0}\"\n");
     write_executable(root_ / "bin" / "squeue", "#!/bin/sh\necho \"$SLURM_JOB_ID.batch batch\"\necho \"$SLURM_JOB_ID.0 trainctl-ranks\"\n");
     write_executable(root_ / "bin" / "scancel",
                      "#!/bin/sh\necho \"$*\" >> '" + path("scancel.calls") + "'\n"
@@ -101,6 +109,7 @@ class Sandbox {
                      "[ \"$1\" = --run-dir ] || exit 99\n"
                      "for name in ${FAKE_DUMP:-}; do printf '%s' \"${!name}\" > \"$2/env.$name\"; done\n"
                      "if [ -n \"${FAKE_STEP:-}\" ]; then echo \"$FAKE_STEP\" > \"$2/progress.step\"; fi\n"
+                     "if [ -n \"${FAKE_EXITS:-}\" ]; then printf \"$FAKE_EXITS\" > \"$2/program.exits\"; fi\n"
                      "echo $$ > \"$2/runtime.pid\"\n"
                      "for beat in $(seq \"${FAKE_BEATS:-0}\"); do echo \"$beat\" > \"$2/heartbeat.step\"; sleep 0.5; done\n"
                      "if [ -n \"${FAKE_HANG:-}\" ]; then echo \"${FAKE_BEAT:-0}\" > \"$2/heartbeat.step\"; exec sleep 600; fi\n"
@@ -116,7 +125,7 @@ class Sandbox {
   std::string run_dir() const { return path("run"); }
   std::string run_file(const std::string& name) const { return read_text(root_ / "run" / name); }
   void set_run_file(const std::string& name, const std::string& text) const { write_text(root_ / "run" / name, text); }
-  RenderInputs inputs() const { return {run_dir(), path("runtime")}; }
+  RenderInputs inputs() const { return {run_dir(), {path("runtime")}}; }
   // A job array's sweep directory, and the run directory of its task `task`.
   std::string sweep_dir() const { return path("sweep"); }
   std::string task_dir(int64_t task) const { return sweep_dir() + "/tasks/" + std::to_string(task); }
@@ -125,11 +134,18 @@ class Sandbox {
   CommandResult run(const JobSpec& job, const std::vector<std::string>& env = {}) const {
     return run_script(trainctl::render_batch_script(job, inputs()), env);
   }
+  // The same for a [program] job, whose ranks trainctl-launch runs (here the fake runtime).
+  CommandResult run_program(const JobSpec& job, const std::vector<std::string>& env) const {
+    return run_script(trainctl::render_batch_script(job, {run_dir(), {path("runtime"), true}}), env);
+  }
   // The same for `job` as an array over `array` in sweep_dir(), whose tasks' run directories it
   // creates first.
   CommandResult run_array(const JobSpec& job, const ArrayTasks& array, const std::vector<std::string>& env) const {
     for (int64_t task : array.tasks) fs::create_directories(task_dir(task) + "/logs");
-    return run_script(trainctl::render_batch_script(job, {sweep_dir(), path("runtime"), array}), env);
+    RenderInputs array_inputs = inputs();
+    array_inputs.run_dir = sweep_dir();
+    array_inputs.array = array;
+    return run_script(trainctl::render_batch_script(job, array_inputs), env);
   }
 
  private:
@@ -240,9 +256,9 @@ TEST_CASE("the body exports, runs setup, then srun's the runtime") {
   size_t setup = line_index(lines, "# [job] setup, as written by the user");
   size_t first_setup_line = line_index(lines, "module load cuda");
   size_t second_setup_line = line_index(lines, "ulimit -n 4096");
-  size_t runtime = line_index(lines, "runtime='/opt/trainctl/bin/trainctl-runtime'");
+  size_t runtime = line_index(lines, "rank_executable='/opt/trainctl/bin/trainctl-runtime'");
   size_t srun = line_index(
-      lines, R"(  srun --mpi=pmix --kill-on-bad-exit=1 --job-name=trainctl-ranks "$runtime" --run-dir "$run_dir" &)");
+      lines, R"(  srun --mpi=pmix --kill-on-bad-exit=1 --job-name=trainctl-ranks "$rank_executable" --run-dir "$run_dir" &)");
   CHECK(set_options < run_dir);
   CHECK(run_dir < omp);
   CHECK(omp < openblas);
@@ -263,7 +279,7 @@ TEST_CASE("the run section takes every file name from the run layout, once") {
   for (const std::optional<ArrayTasks>& array : {std::optional<ArrayTasks>{}, std::optional<ArrayTasks>{{{3, 7}, 2}}}) {
     CAPTURE(array.has_value());
     const std::string script =
-        trainctl::render_batch_script(named_job(), {kInputs.run_dir, kInputs.runtime_path, array});
+        trainctl::render_batch_script(named_job(), {kInputs.run_dir, kInputs.rank, array});
     const std::vector<std::string> lines = lines_of(script);
     CHECK(line_index(lines, R"(job_id_file="$run_dir/job_id")") <
           line_index(lines, R"(if [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then)"));
@@ -295,7 +311,7 @@ TEST_CASE("rendered scripts are valid bash") {
   for (const std::optional<ArrayTasks>& array : {std::optional<ArrayTasks>{}, std::optional<ArrayTasks>{{{3, 7}, 2}}}) {
     CAPTURE(array.has_value());
     const std::string script_path = sandbox.path("syntax.sbatch");
-    write_text(script_path, trainctl::render_batch_script(job, {kInputs.run_dir, kInputs.runtime_path, array}));
+    write_text(script_path, trainctl::render_batch_script(job, {kInputs.run_dir, kInputs.rank, array}));
     const CommandResult result = trainctl::ProcessRunner().run({"bash", "-n", script_path});
     INFO("stderr: " << result.err);
     CHECK(result.exit_code == 0);
@@ -304,18 +320,18 @@ TEST_CASE("rendered scripts are valid bash") {
 
 TEST_CASE("paths that cannot appear in an #SBATCH line are refused") {
   JobSpec job = named_job();
-  CHECK_THROWS_WITH_AS(trainctl::render_batch_script(job, {"/scratch/my run", kInputs.runtime_path}),
+  CHECK_THROWS_WITH_AS(trainctl::render_batch_script(job, {"/scratch/my run", kInputs.rank}),
                        "run directory \"/scratch/my run\" contains characters that cannot appear in an #SBATCH line "
                        "(allowed: letters, digits and ._/+,:@=-)",
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(trainctl::render_batch_script(job, {"/scratch/100%", kInputs.runtime_path}),
+  CHECK_THROWS_WITH_AS(trainctl::render_batch_script(job, {"/scratch/100%", kInputs.rank}),
                        "run directory \"/scratch/100%\" contains characters that cannot appear in an #SBATCH line "
                        "(allowed: letters, digits and ._/+,:@=-)",
                        std::invalid_argument);
-  CHECK_THROWS_WITH_AS(trainctl::render_batch_script(job, {"runs/mlp", kInputs.runtime_path}),
+  CHECK_THROWS_WITH_AS(trainctl::render_batch_script(job, {"runs/mlp", kInputs.rank}),
                        "run directory \"runs/mlp\" must be an absolute path", std::invalid_argument);
-  CHECK_THROWS_WITH_AS(trainctl::render_batch_script(job, {kInputs.run_dir, "/opt/$(id)/trainctl-runtime"}),
-                       "runtime executable \"/opt/$(id)/trainctl-runtime\" contains characters that cannot appear in "
+  CHECK_THROWS_WITH_AS(trainctl::render_batch_script(job, {kInputs.run_dir, {"/opt/$(id)/trainctl-runtime"}}),
+                       "rank executable \"/opt/$(id)/trainctl-runtime\" contains characters that cannot appear in "
                        "an #SBATCH line (allowed: letters, digits and ._/+,:@=-)",
                        std::invalid_argument);
 }
@@ -541,7 +557,7 @@ TEST_CASE("a failed scontrol requeue ends the job as failed") {
 TEST_CASE("an array script asks for the array, throttled, with a log per array task") {
   const ArrayTasks array{{3, 7, 12}, 2};
   const std::string script =
-      trainctl::render_batch_script(named_job(), {"/scratch/sweeps/lr", kInputs.runtime_path, array});
+      trainctl::render_batch_script(named_job(), {"/scratch/sweeps/lr", kInputs.rank, array});
   CHECK(sbatch_lines(script) == std::vector<std::string>{
                                     "#SBATCH --job-name=mlp",
                                     "#SBATCH --nodes=1",
@@ -558,7 +574,7 @@ TEST_CASE("an array script asks for the array, throttled, with a log per array t
         line_index(lines, "task_of_array_index=(3 7 12)"));
 
   const std::vector<std::string> unthrottled = sbatch_lines(trainctl::render_batch_script(
-      named_job(), {"/scratch/sweeps/lr", kInputs.runtime_path, ArrayTasks{{3, 7, 12}, std::nullopt}}));
+      named_job(), {"/scratch/sweeps/lr", kInputs.rank, ArrayTasks{{3, 7, 12}, std::nullopt}}));
   CHECK(std::find(unthrottled.begin(), unthrottled.end(), "#SBATCH --array=0-2") != unthrottled.end());
 }
 
@@ -593,4 +609,47 @@ TEST_CASE("an array script run without an array task id fails before srun") {
   CHECK(result.err.find("SLURM_ARRAY_TASK_ID: this script runs as a job array") != std::string::npos);
   CHECK_FALSE(fs::exists(sandbox.path("srun.args")));
   CHECK_FALSE(fs::exists(sandbox.task_dir(7) + "/job_id"));
+}
+
+TEST_CASE("a [program] job's ranks meet at the allocation's first node, by its NodeAddr") {
+  CHECK(trainctl::render_batch_script(named_job(), kInputs).find("TRAINCTL_MASTER_ADDR") == std::string::npos);
+  Sandbox sandbox;
+  sandbox.set_run_file("program.exits", "rank 0 exit 1\n");  // a run before this one's
+  CommandResult result = sandbox.run_program(
+      named_job(), {"FAKE_RC=0", "FAKE_DUMP=TRAINCTL_MASTER_ADDR", "FAKE_EXITS=rank 1 exit 0\\nrank 0 exit 0\\n",
+                    "SLURM_JOB_NODELIST=n[7-8]"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK(result.out.ends_with("\ntrainctl: training complete\n"));
+  CHECK(sandbox.run_file("env.TRAINCTL_MASTER_ADDR") == "10.1.2.7");
+  CHECK(read_text(sandbox.path("scontrol.calls")) == "show hostnames n[7-8]\nshow node -o n7\n");
+}
+
+TEST_CASE("the first [program] rank to fail decides how the job ends, not srun's exit code") {
+  struct Case {
+    std::string exits;
+    std::string ending;
+    std::string outcome;
+  };
+  // srun exits 143: --kill-on-bad-exit terminated the ranks still running after the first ended.
+  const Case cases[] = {
+      {"rank 1 exit 0\\nrank 0 exit 1\\nrank 1 signal 15\\n", "\ntrainctl: program failed with exit code 1\n",
+       "failed: exit 1\n"},
+      {"rank 0 exit 75\\nrank 1 signal 15\\n",
+       "\ntrainctl: saved at step 7; requeuing job 123 (requeue 1 of 10)\n", "requeued: saved at step 7\n"},
+      {"rank 1 signal 9\\nrank 0 signal 15\\n",
+       "\ntrainctl: killed by signal 9 at step 7; requeuing job 123 (requeue 1 of 10)\n",
+       "requeued: killed by signal 9 at step 7\n"},
+  };
+  for (const Case& c : cases) {
+    Sandbox sandbox;
+    CommandResult result = sandbox.run_program(named_job(), {"FAKE_RC=143", "FAKE_STEP=7", "FAKE_EXITS=" + c.exits,
+                                                             "SLURM_JOB_NODELIST=n7"});
+    INFO("exits: " << c.exits << "\nstdout: " << result.out);
+    CHECK(result.out.ends_with(c.ending));
+    CHECK(sandbox.run_file("job.outcome") == c.outcome);
+    const bool requeued = c.outcome.starts_with("requeued");
+    CHECK(result.exit_code == (requeued ? 0 : 1));
+    CHECK(read_text(sandbox.path("scontrol.calls")).ends_with(requeued ? "requeue 123\n" : "show node -o n7\n"));
+  }
 }

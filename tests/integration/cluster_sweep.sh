@@ -24,15 +24,7 @@ job=$(sed -n 's/^submitted sweep of 6 tasks as job //p' <<<"$output")
 sweep=runs/grid
 
 # The throttle, sampled until the array has left the queue's active states.
-(
-  trap - EXIT  # the test's cleanup belongs to the test, not to this sampler
-  most=0
-  while squeue -h -j "$job" -t PENDING,RUNNING,CONFIGURING,COMPLETING,REQUEUED -o %i 2>/dev/null | grep -q .; do
-    running=$(squeue -h -r -j "$job" -t RUNNING -o %i | wc -l)
-    [ "$running" -gt "$most" ] && most=$running && echo "$most" >most_running
-    sleep 0.2
-  done
-) &
+track_most_running "$job" most_running &
 sampler=$!
 
 # Signal task 5 mid-run, the way SLURM does before a time limit. The last task, because while an

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# The layers (docs/runtime.md, README "Layout"): the CLI and the SLURM side include no header of
-# runtime/ (shared contracts live in common/), and the trainctl program links neither MPI nor
-# CUDA, so it runs on login nodes without either.
+# The layers (docs/runtime.md, README "Layout"): the CLI, the SLURM side and program/ include no
+# header of runtime/ (shared contracts live in common/), and neither trainctl nor trainctl-launch
+# links MPI or CUDA: trainctl runs on login nodes without either, and a user's program brings
+# its own.
 source "$(dirname "$0")/lib.sh"
 src=$TRAINCTL_SOURCE_DIR
 for header in "$src"/runtime/*.h; do
   name=$(basename "$header")
-  if grep -lE "#include [\"<]$name[\">]" "$src"/cli/* "$src"/slurm/* 2>/dev/null; then
+  if grep -lE "#include [\"<]$name[\">]" "$src"/cli/* "$src"/slurm/* "$src"/program/* 2>/dev/null; then
     fail "the files above include runtime/$name"
   fi
 done
-ldd "$TRAINCTL" >libraries.txt
-if grep -iE 'libmpi|libcudart|libcublas|libnccl' libraries.txt; then fail "trainctl links MPI or CUDA (above)"; fi
+for program in "$TRAINCTL" "${TRAINCTL_LAUNCH:?meson passes trainctl-launch}"; do
+  ldd "$program" >libraries.txt
+  if grep -iE 'libmpi|libcudart|libcublas|libnccl' libraries.txt; then fail "$program links MPI or CUDA (above)"; fi
+done
 echo "PASS"

@@ -79,8 +79,9 @@ expect_exit() {
 
 checkpoint_of() { echo "$1/checkpoints/$(printf 'step-%08d.h5' "$2")"; }
 
-# The numeric value of a top-level field in the last metrics line that has it.
-last_metric() { grep "\"$2\":" "$1/metrics.jsonl" | tail -n 1 | sed -E "s/.*\"$2\":([-0-9.e+]+).*/\1/"; }
+# The numeric value of a top-level field in the last metrics line that has it (the runtime writes
+# "key":value, Python's json.dumps "key": value).
+last_metric() { grep "\"$2\": \?[-0-9]" "$1/metrics.jsonl" | tail -n 1 | sed -E "s/.*\"$2\": ?([-0-9.e+]+).*/\1/"; }
 
 # Multi-rank tests need a runtime built with MPI (-Dmpi=disabled builds a single-process one).
 require_mpi() {
@@ -147,4 +148,70 @@ submit() {
   local output
   output=$("$TRAINCTL" submit "$@") || fail "submit $*: $output"
   echo "$output" | sed -n 's/^submitted job //p'
+}
+
+# track_most_running JOB FILE &: samples the job array JOB until it has left the queue's active
+# states, keeping in FILE the most tasks seen running at once.
+track_most_running() {
+  trap - EXIT  # the test's cleanup belongs to the test, not to this sampler
+  local most=0 running
+  while squeue -h -j "$1" -t PENDING,RUNNING,CONFIGURING,COMPLETING,REQUEUED -o %i 2>/dev/null | grep -q .; do
+    running=$(squeue -h -r -j "$1" -t RUNNING -o %i | wc -l)
+    if [ "$running" -gt "$most" ]; then
+      most=$running
+      echo "$most" >"$2"
+    fi
+    sleep 0.2
+  done
+}
+
+# --- a user's own program (docs/programs.md) ----------------------------------------------------
+
+require_torch() {
+  /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "SKIP: python3-torch is missing"; exit 77; }
+}
+
+# write_program_config FILE NAME KEY=VALUE...: a [program] config that runs configs/program_demo.py
+# (PyTorch DDP over gloo, on Debian's python3) with its values in [params]; each KEY=VALUE (TOML
+# syntax, KEY as job.key or params.key) overrides the defaults below.
+write_program_config() {
+  local file=$1 name=$2
+  shift 2
+  declare -A values=(
+    [job.nodes]=1 [job.ranks_per_node]=2 [job.cpus_per_rank]=1 [job.signal]='"TERM"' [job.signal_grace]=60
+    [job.max_requeues]=3
+    [params.steps]=60 [params.lr]=0.05 [params.seed]=0 [params.save_every]=20 [params.eval_every]=0
+    [params.step_sleep]=0 [params.tag]='""'
+  )
+  local pair
+  for pair in "$@"; do values[${pair%%=*}]=${pair#*=}; done
+  {
+    echo "[job]"
+    echo "name = \"$name\""
+    local key
+    for key in "${!values[@]}"; do [ "${key%%.*}" = job ] && echo "${key#*.} = ${values[$key]}"; done
+    cat <<TOML
+
+[program]
+workdir = "$TRAINCTL_SOURCE_DIR/configs"
+command = ["/usr/bin/python3", "program_demo.py", "--steps", "{params.steps}", "--lr", "{params.lr}",
+           "--seed", "{params.seed}", "--save-every", "{params.save_every}", "--eval-every", "{params.eval_every}",
+           "--step-sleep", "{params.step_sleep}", "--tag", "{params.tag}"]
+
+[params]
+TOML
+    for key in "${!values[@]}"; do [ "${key%%.*}" = params ] && echo "${key#*.} = ${values[$key]}"; done
+  } >"$file"
+}
+
+# same_weights A B: the final.pt files of run directories A and B hold bitwise equal tensors.
+same_weights() {
+  /usr/bin/python3 - "$1/final.pt" "$2/final.pt" <<'PY'
+import sys, torch
+a, b = (torch.load(path) for path in sys.argv[1:])
+assert a.keys() == b.keys(), (a.keys(), b.keys())
+unequal = [name for name in a if not torch.equal(a[name], b[name])]
+assert not unequal, f"tensors differ: {unequal}"
+print(f"final weights bitwise equal ({len(a)} tensors)")
+PY
 }

@@ -1,0 +1,135 @@
+// The program schema: see program_spec.h.
+#include "program_spec.h"
+
+#include <filesystem>
+#include <functional>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "config_reader.h"
+#include "toml_json.h"
+
+namespace trainctl {
+
+namespace {
+
+// A placeholder that cannot be filled in; the schema reports it at the command's element.
+class PlaceholderError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// `element` with each {name} replaced by value_of(name); {{ and }} stand for literal braces.
+std::string fill_placeholders(const std::string& element, const std::function<std::string(const std::string&)>& value_of) {
+  std::string filled;
+  for (size_t at = 0; at < element.size(); ++at) {
+    const char c = element[at];
+    const bool doubled = at + 1 < element.size() && element[at + 1] == c;
+    if ((c == '{' || c == '}') && doubled) {
+      filled += c;
+      ++at;
+    } else if (c == '{') {
+      const size_t close = element.find('}', at + 1);
+      if (close == std::string::npos)
+        throw PlaceholderError("\"{\" opens a placeholder that is never closed; write {{ for a literal brace");
+      filled += value_of(element.substr(at + 1, close - at - 1));
+      at = close;
+    } else if (c == '}') {
+      throw PlaceholderError("\"}\" closes no placeholder; write }} for a literal brace");
+    } else {
+      filled += c;
+    }
+  }
+  return filled;
+}
+
+constexpr std::string_view kParamsPrefix = "params.";
+
+// A [params] value as one argument: strings as they are, numbers as the shortest text that reads
+// back as the same number (3e-4 is "0.0003"), booleans as true and false.
+std::string argument_text(const std::string& name, const toml::node& value) {
+  if (auto text = value.value_exact<std::string>()) {
+    if (text->find('\0') != std::string::npos)
+      throw PlaceholderError(fmt::format("{{{}}} holds a NUL character, which no argument can", name));
+    return *text;
+  }
+  if (auto integer = value.value_exact<int64_t>()) return fmt::format("{}", *integer);
+  if (auto number = value.value_exact<double>()) return fmt::format("{}", *number);
+  if (auto flag = value.value_exact<bool>()) return *flag ? "true" : "false";
+  throw PlaceholderError(fmt::format("{{{}}} is {}; only a string, a number or a boolean can be an argument", name,
+                                     value.is_array() ? "an array" : value.is_table() ? "a table" : "a date or time"));
+}
+
+// The value of placeholder `name` for the run directory `run`.
+std::string placeholder_value(const std::string& name, const ProgramSpec& program, const RunLayout& run) {
+  if (name == "run_dir") return run.path();
+  if (name == "checkpoint_dir") return run.checkpoints();
+  if (name.starts_with(kParamsPrefix)) {
+    if (const toml::node* value = program.params.get(name.substr(kParamsPrefix.size())))
+      return argument_text(name, *value);
+  }
+  std::vector<std::string> known{"run_dir", "checkpoint_dir"};
+  for (const auto& [key, value] : program.params) known.push_back(std::string(kParamsPrefix) + std::string(key.str()));
+  std::string message = fmt::format("unknown placeholder {{{}}}", name);
+  if (auto suggestion = nearest_key(name, known)) message += fmt::format(" (did you mean {{{}}}?)", *suggestion);
+  throw PlaceholderError(message + "; the placeholders are {run_dir}, {checkpoint_dir} and {params.NAME} for a key "
+                                   "NAME of [params]; write {{ and }} for literal braces");
+}
+
+std::string filled_element(const std::string& element, const ProgramSpec& program, const RunLayout& run) {
+  return fill_placeholders(element, [&](const std::string& name) { return placeholder_value(name, program, run); });
+}
+
+}  // namespace
+
+bool has_program(const toml::table& root) { return root.contains("program"); }
+
+ProgramSpec parse_program_spec(const toml::table& root, const std::string& file) {
+  TableReader reader = TableReader::child(root, "program", file);
+  if (!reader.present()) reader.fail("command", "required table [program] is missing");
+  ProgramSpec program;
+  program.command = reader.string_list("command");
+  if (program.command.empty())
+    reader.fail("command", "is empty; give the program and its arguments, such as [\"python3\", \"train.py\"]");
+  if (std::optional<std::string> workdir = reader.optional_string("workdir")) {
+    if (workdir->empty()) reader.fail("workdir", "is empty; leave it out to run in the config file's directory");
+    program.workdir = *workdir;
+  }
+  reader.reject_unknown();
+  if (const toml::node* params = root.get("params")) {
+    if (!params->is_table()) throw ConfigError(position_of(*params, file), "params", "expected a table of values");
+    program.params = *params->as_table();
+  }
+  // Filled in for a stand-in run directory, every placeholder is checked as each rank will fill it.
+  const RunLayout stand_in("/run");
+  const toml::array& written = *root["program"]["command"].as_array();
+  for (size_t index = 0; index < program.command.size(); ++index) {
+    try {
+      filled_element(program.command[index], program, stand_in);
+    } catch (const PlaceholderError& error) {
+      throw ConfigError(position_of(written[index], file), "program.command",
+                        fmt::format("element {} (\"{}\"): {}", index, program.command[index], error.what()));
+    }
+  }
+  return program;
+}
+
+void resolve_program_workdir(toml::table& root, const std::string& base_dir) {
+  toml::table* program = root["program"].as_table();
+  if (program == nullptr) return;
+  std::filesystem::path workdir = base_dir;
+  if (const toml::value<std::string>* written = (*program)["workdir"].as_string())
+    workdir = std::filesystem::path(base_dir) / written->get();  // an absolute written path replaces base_dir
+  program->insert_or_assign("workdir", std::filesystem::absolute(workdir).lexically_normal().string());
+}
+
+std::vector<std::string> program_argv(const ProgramSpec& program, const RunLayout& run) {
+  std::vector<std::string> argv;
+  for (const std::string& element : program.command) argv.push_back(filled_element(element, program, run));
+  return argv;
+}
+
+std::string params_json_text(const ProgramSpec& program) { return json_text(json_of(program.params)) + "\n"; }
+
+}  // namespace trainctl

@@ -1,0 +1,44 @@
+// The program schema: [program] and [params] of a config, a user's own command run on every rank
+// instead of trainctl-runtime (docs/programs.md). The command is an argv list, never given to a
+// shell; its placeholders ({run_dir}, {checkpoint_dir}, {params.NAME}) are checked when the
+// config is read and filled in on each rank, from the run directory it runs for.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "run_layout.h"
+
+namespace trainctl {
+
+struct ProgramSpec {
+  std::vector<std::string> command;  // as written: placeholders not yet filled in
+  // Where the command runs: relative to the config file's directory, empty for that directory
+  // itself; resolve_program_workdir makes it absolute in the run directory's config.
+  std::string workdir;
+  toml::table params;  // [params], free-form
+};
+
+// The tables a [program] config may have besides [job] and [sweep].
+inline const std::vector<std::string> kProgramTables{"program", "params"};
+
+bool has_program(const toml::table& root);
+
+// Reads [program] and [params] of `root`; throws ConfigError (file:line:col, key, message) for
+// an empty command, an element that is not a string, and a placeholder that is unknown, unclosed
+// or names a value that cannot be an argument (an array or a table).
+ProgramSpec parse_program_spec(const toml::table& root, const std::string& file);
+
+// Sets program.workdir in `root` to an absolute path: the written one relative to `base_dir`,
+// or `base_dir` itself when none is written. A config without [program] is left as it is.
+void resolve_program_workdir(toml::table& root, const std::string& base_dir);
+
+// The command with its placeholders filled in for the run directory `run`: what every rank execs.
+std::vector<std::string> program_argv(const ProgramSpec& program, const RunLayout& run);
+
+// [params] as a JSON object, the text of the run directory's params.json.
+std::string params_json_text(const ProgramSpec& program);
+
+}  // namespace trainctl
