@@ -31,6 +31,18 @@ grep -qxF "export GREETING='\$(touch pwned); \`touch pwned\`'" quoted.sbatch || 
 bash -n quoted.sbatch
 [ ! -e pwned ] || fail "a config string ran a command"
 
+# A [program]'s command: an unknown placeholder is a config error; the command never reaches the
+# script (trainctl-launch reads it from the run directory), and a missing workdir fails preflight.
+printf '[job]\nname = "own"\n[program]\ncommand = ["python3", "--lr={params.lrr}"]\n[params]\nlr = 1\n' >own.toml
+expect_error 2 "trainctl: own.toml:4:23: program.command: element 1 (\"--lr={params.lrr}\"): unknown placeholder {params.lrr} (did you mean {params.lr}?); the placeholders are {run_dir}, {checkpoint_dir} and {params.NAME} for a key NAME of [params]; write {{ and }} for literal braces" \
+  "$TRAINCTL" submit own.toml
+sed -i 's/params.lrr/params.lr/; s/^command = \["python3",/command = ["python3", "$(touch pwned)",/' own.toml
+"$TRAINCTL" render own.toml -o own.sbatch
+grep -q "^rank_executable='.*/trainctl-launch'$" own.sbatch || fail "a [program] job does not srun trainctl-launch"
+! grep -q "touch pwned" own.sbatch || fail "a [program]'s command reached the batch script"
+sed -i 's/^\[program\]$/&\nworkdir = "no-such-dir"/' own.toml
+expect_error 2 "trainctl: error: program.workdir: $PWD/no-such-dir is not a directory" "$TRAINCTL" validate own.toml
+
 expect_error 2 "trainctl: error: config missing.toml does not exist" "$TRAINCTL" validate missing.toml
 expect_error 2 "trainctl: error: --resume: $PWD/runs/good holds no run to resume" "$TRAINCTL" run good.toml --resume
 if "$TRAINCTL" frobnicate 2>/dev/null; then fail "an unknown subcommand succeeded"; fi

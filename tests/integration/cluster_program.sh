@@ -5,7 +5,8 @@
 # program resumes from its own checkpoint and completes. Its final weights equal an uninterrupted
 # `trainctl run --ranks 2` of the same config, bit for bit. Every rank saw the contract's
 # environment (MASTER_ADDR the node's address, MASTER_PORT from the job id, TRAINCTL_RESTART);
-# the hostile argument arrived byte-exact and ran nothing; `status` reads the program's metrics.
+# the hostile argument arrived byte-exact and ran nothing; `status` reads the program's metrics
+# and `logs` shows its output.
 source "$(dirname "$0")/lib.sh"
 require_cluster 1
 require_torch
@@ -42,6 +43,7 @@ for rank in 0 1; do
 done
 [ ! -e pwned ] || fail "the hostile argument ran a command"
 grep -q "trainctl: training complete" <<<"$log" || fail "no completion: $log"
+"$TRAINCTL" logs "$run" | grep -q "^program_demo: rank 0 of 2 " || fail "trainctl logs does not show the program's output"
 [ "$(cat "$run/progress.step")" = 150 ] || fail "progress.step is $(cat "$run/progress.step")"
 [ "$(sort "$run/program.exits")" = $'rank 0 exit 0\nrank 1 exit 0' ] || fail "program.exits: $(cat "$run/program.exits")"
 [ "$(cat "$run/params.json")" = "{\"eval_every\":0,\"lr\":0.05,\"save_every\":40,\"seed\":0,\"step_sleep\":0.05,\"steps\":150,\"tag\":$toml_tag}" ] ||

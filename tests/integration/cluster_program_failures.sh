@@ -3,7 +3,8 @@
 # requeuing after its second run (docs/programs.md). On the real one-node cluster, both at once:
 # - rank 0 exits 1 while rank 1 still runs: srun's --kill-on-bad-exit terminates rank 1 (srun
 #   itself exits 143), yet the job fails with rank 0's code 1, unrequeued, and `status` says so;
-# - a program that exits 75 and never writes progress.step is requeued once, then stopped.
+# - a program that exits 75 and never writes progress.step is requeued once, then stopped;
+# - `trainctl cancel` ends a program that is still running.
 source "$(dirname "$0")/lib.sh"
 require_cluster 1
 cat >fails.toml <<'TOML'
@@ -22,8 +23,16 @@ max_requeues = 5
 [program]
 command = ["sh", "-c", "exit \"$TRAINCTL_EXIT_REQUEUE\""]
 TOML
+cat >waits.toml <<'TOML'
+[job]
+name = "waits"
+
+[program]
+command = ["sleep", "300"]
+TOML
 failing=$(submit fails.toml)
 stalling=$(submit stalls.toml)
+waiting=$(submit waits.toml)
 
 wait_for_job "$failing" 60 FAILED COMPLETED CANCELLED
 log=$(cat "runs/fails/logs/slurm-$failing.out")
@@ -45,4 +54,8 @@ grep -q "^trainctl: saved at step 0; not requeuing: 2 requeues in a row without 
 [ "$(job_field "$stalling" Restarts)" = 1 ] || fail "Restarts $(job_field "$stalling" Restarts)"
 "$TRAINCTL" status runs/stalls | tee status.txt
 grep -q "FAILED .* stopped: no progress; requeued: saved at step 0$" status.txt || fail "status does not say why it stopped"
+wait_for_job "$waiting" 30 RUNNING
+"$TRAINCTL" cancel runs/waits | grep -qx "cancelled job $waiting" || fail "trainctl cancel did not cancel job $waiting"
+wait_for_job "$waiting" 30 CANCELLED
+"$TRAINCTL" status runs/waits | grep -q " $waiting CANCELLED " || fail "status does not show the cancelled job"
 echo "PASS"
