@@ -14,6 +14,7 @@
 #include "errors.h"
 #include "exit_codes.h"
 #include "local_ranks.h"
+#include "program_rank.h"
 #include "preflight.h"
 #include "run_dir.h"
 
@@ -34,7 +35,7 @@ int run_and_wait(const std::vector<std::string>& argv) {
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return exit_code_of(status);
 }
 
 // trainctl-runtime for `run_dir`, under mpirun for more than one rank.
@@ -71,7 +72,7 @@ void add_run_command(CLI::App& app) {
                                    options->config));
     if (!*no_preflight) preflight_data(config);
     const RunDir run_dir = chosen_run_dir(options->run_dir, config.job.name);
-    run_dir.prepare(resolved_config_text(config.table, config.path), options->resume);
+    run_dir.prepare(run_files(config.table, config.path), options->resume);
 
     // The same thread counts the batch script exports, unless the caller chose otherwise.
     const std::string threads = std::to_string(config.job.cpus_per_rank);

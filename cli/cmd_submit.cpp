@@ -59,7 +59,7 @@ void add_submit_command(CLI::App& app) {
     const RunDir run_dir = chosen_run_dir(options->run_dir, config.job.name);
     // Render first: a path that cannot go into the script must fail before anything is created.
     const std::string script = batch_script(config, run_dir);
-    run_dir.prepare(resolved_config_text(config.table, config.path), options->resume);
+    run_dir.prepare(run_files(config.table, config.path), options->resume);
     write_file_atomically(run_dir.script(), script);
     chmod(run_dir.script().c_str(), 0755);
     ProcessRunner runner;

@@ -109,6 +109,8 @@ Config load_config(const std::string& path) {
 
 void check_config_table(const toml::table& table, const std::string& file) { read_specs(table, file); }
 
+namespace {
+// `table` with its relative paths resolved, as TOML text headed by its origin and `note`.
 std::string resolved_config_text(const toml::table& table, const std::string& config_path, const std::string& note) {
   // Made absolute once: resolving relative paths against it needs no further getcwd.
   const std::filesystem::path absolute_config = std::filesystem::absolute(config_path);
@@ -121,5 +123,13 @@ std::string resolved_config_text(const toml::table& table, const std::string& co
   text << resolved << "\n";
   return text.str();
 }
+}  // namespace
+
+RunFiles run_files(const toml::table& table, const std::string& config_path, const std::string& note) {
+  RunFiles files{resolved_config_text(table, config_path, note), std::nullopt};
+  if (has_program(table)) files.params_json = params_json_text(parse_program_spec(table, config_path));
+  return files;
+}
+
 
 }  // namespace trainctl

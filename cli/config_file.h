@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "job_spec.h"
+#include "run_dir.h"
 #include "program_spec.h"
 #include "sweep.h"
 #include "train_spec.h"
@@ -31,9 +32,10 @@ Config load_config(const std::string& path);
 // Checks `table`, a config read from `file`, as load_config does; throws ConfigError.
 void check_config_table(const toml::table& table, const std::string& file);
 
-// A config as the ranks will read it from its run directory: data paths and a program's workdir
-// made absolute (relative ones are relative to `config_path`), headed by where it came from and
-// `note`.
-std::string resolved_config_text(const toml::table& table, const std::string& config_path, const std::string& note = "");
+// The files of a run directory for the config `table`: the config as the ranks will read it
+// (data paths and a program's workdir made absolute, relative ones being relative to
+// `config_path`; headed by where it came from and `note`) and, for a [program], its
+// params.json. Throws ConfigError for a [program] that does not parse.
+RunFiles run_files(const toml::table& table, const std::string& config_path, const std::string& note = "");
 
 }  // namespace trainctl

@@ -13,7 +13,7 @@ namespace trainctl {
 
 namespace {
 
-// What has been checked: a model table as text, then a resolved data path.
+// What has been checked: a model table as text, then a resolved data path; or a program's workdir.
 using CheckedData = std::set<std::string>;
 
 void check_run_data(toml::table table, const std::string& config_path, CheckedData& checked) {
@@ -34,32 +34,37 @@ void check_run_data(toml::table table, const std::string& config_path, CheckedDa
   if (run.data.val) check("val", *run.data.val);
 }
 
-bool varies_model_or_data(const SweepSpec& sweep) {
+void check_program_workdir(toml::table table, const std::string& config_path, CheckedData& checked) {
+  resolve_program_workdir(table, std::filesystem::absolute(config_path).parent_path().string());
+  const std::string workdir = table["program"]["workdir"].value_or(std::string());
+  if (checked.insert(workdir).second && !std::filesystem::is_directory(workdir))
+    throw BadInput(fmt::format("program.workdir: {} is not a directory", workdir));
+}
+
+// The config paths, by their prefixes, that each kind of check reads.
+const std::vector<std::string> kRunData{"model.", "data."};
+const std::vector<std::string> kProgramWhere{"program.workdir"};
+
+bool varies(const SweepSpec& sweep, const std::vector<std::string>& prefixes) {
   for (const std::string& path : sweep.paths())
-    if (path.starts_with("model.") || path.starts_with("data.")) return true;
+    for (const std::string& prefix : prefixes)
+      if (path.starts_with(prefix)) return true;
   return false;
 }
 
 }  // namespace
 
 void preflight_data(const Config& config) {
-  if (config.program) {
-    // The program and its files are the user's; only where it runs can be checked here.
-    toml::table resolved = config.table;
-    resolve_program_workdir(resolved, std::filesystem::absolute(config.path).parent_path().string());
-    const std::string workdir = resolved["program"]["workdir"].value_or(std::string());
-    if (!std::filesystem::is_directory(workdir))
-      throw BadInput(fmt::format("program.workdir: {} is not a directory", workdir));
-    return;
-  }
+  // The program and its files are the user's; only where it runs can be checked here.
+  const auto check = config.program ? check_program_workdir : check_run_data;
   CheckedData checked;
-  if (!config.sweep || !varies_model_or_data(*config.sweep)) {
-    check_run_data(config.table, config.path, checked);
+  if (!config.sweep || !varies(*config.sweep, config.program ? kProgramWhere : kRunData)) {
+    check(config.table, config.path, checked);
     return;
   }
   const std::vector<std::string> paths = config.sweep->paths();
   for (const SweepTask& task : expand_sweep(*config.sweep))
-    check_run_data(task_config(config.table, paths, task.values), config.path, checked);
+    check(task_config(config.table, paths, task.values), config.path, checked);
 }
 
 std::shared_ptr<bool> add_no_preflight_flag(CLI::App& command) {

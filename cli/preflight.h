@@ -14,7 +14,8 @@ namespace trainctl {
 // Checks data.train and data.val of `config` (relative paths are relative to the config file)
 // and, when its sweep varies the model or the data, of every task, each distinct model and
 // path once. Throws BadInput naming the key and the file: "data.train: FILE: ...". For a
-// [program], only that its workdir is a directory: "program.workdir: DIR is not a directory".
+// [program], only that its workdir (every task's, when swept) is a directory:
+// "program.workdir: DIR is not a directory".
 void preflight_data(const Config& config);
 
 // Adds --no-preflight to `command`; the returned flag is set when it is given.

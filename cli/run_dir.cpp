@@ -25,7 +25,7 @@ RunDir::RunDir(const std::string& path) : RunLayout(absolute_without_trailing_sl
 
 bool RunDir::exists() const { return fs::exists(config()); }
 
-void RunDir::prepare(const std::string& resolved_config, bool resume, Durability durability) const {
+void RunDir::prepare(const RunFiles& files, bool resume, Durability durability) const {
   if (exists() && !resume)
     throw UsageError(fmt::format("run directory {} already holds a run; pass --resume to continue it, or choose "
                                  "another --run-dir",
@@ -34,12 +34,16 @@ void RunDir::prepare(const std::string& resolved_config, bool resume, Durability
   reset_submission_record();
   fs::create_directories(logs());
   fs::create_directories(checkpoints());
-  if (durability == Durability::kSynced) {
-    write_file_atomically(config(), resolved_config);
-  } else {
-    std::ofstream out(config(), std::ios::binary | std::ios::trunc);
-    if (!(out << resolved_config).flush()) throw Failure(fmt::format("cannot write {}", config()));
-  }
+  const auto write = [&](const std::string& path, const std::string& text) {
+    if (durability == Durability::kSynced) {
+      write_file_atomically(path, text);
+      return;
+    }
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!(out << text).flush()) throw Failure(fmt::format("cannot write {}", path));
+  };
+  if (files.params_json) write(params(), *files.params_json);
+  write(config(), files.config);  // last: its presence marks a run directory (exists())
   std::ofstream(metrics(), std::ios::app);
 }
 

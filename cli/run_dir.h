@@ -9,17 +9,24 @@
 
 namespace trainctl {
 
+// What a run directory is created with: the resolved config its ranks read and, for a
+// [program], params.json.
+struct RunFiles {
+  std::string config;
+  std::optional<std::string> params_json = std::nullopt;
+};
+
 class RunDir : public RunLayout {
  public:
   explicit RunDir(const std::string& path);  // made absolute
 
   bool exists() const;
-  // Creates the layout with the resolved config. An existing run directory is refused unless
+  // Creates the layout with `files`. An existing run directory is refused unless
   // `resume`, in which case its checkpoints stay and training continues from them.
   // Durability::kCallerSyncs leaves the fsync to the caller, who prepares many run directories
   // (a sweep's tasks) and syncs the filesystem once.
   enum class Durability { kSynced, kCallerSyncs };
-  void prepare(const std::string& resolved_config, bool resume, Durability durability = Durability::kSynced) const;
+  void prepare(const RunFiles& files, bool resume, Durability durability = Durability::kSynced) const;
   // Forgets how the last submission ended, keeping checkpoints and metrics: the requeue guards
   // count within one submission.
   void reset_submission_record() const;

@@ -36,12 +36,12 @@ SweepPlan plan_sweep(const Config& config) {
   manifest.seed = static_cast<int64_t>(sweep.seed);
   manifest.max_parallel = sweep.max_parallel;
   manifest.tasks = expand_sweep(sweep);
-  plan.task_configs.reserve(manifest.tasks.size());
+  plan.task_files.reserve(manifest.tasks.size());
   for_each_task_config(config.table, sweep, manifest.tasks, check_sweep_task(config),
                        [&](const SweepTask& task, toml::table& table) {
                          const std::string note = fmt::format("task {} of sweep \"{}\": {}", task.index, manifest.name,
                                                               describe_task(manifest.parameters, task.values));
-                         plan.task_configs.push_back(resolved_config_text(table, config.path, note));
+                         plan.task_files.push_back(run_files(table, config.path, note));
                        });
   return plan;
 }
@@ -70,8 +70,8 @@ void create_sweep_dir(const SweepDir& sweep, const Config& config, const SweepPl
                                  sweep.path(), sweep.path()));
   fs::create_directories(sweep.logs());
   fs::create_directories(sweep.path() + "/arrays");
-  for (size_t i = 0; i < plan.task_configs.size(); ++i)
-    sweep.task(static_cast<int64_t>(i)).prepare(plan.task_configs[i], /*resume=*/false, RunDir::Durability::kCallerSyncs);
+  for (size_t i = 0; i < plan.task_files.size(); ++i)
+    sweep.task(static_cast<int64_t>(i)).prepare(plan.task_files[i], /*resume=*/false, RunDir::Durability::kCallerSyncs);
   fs::copy_file(config.path, sweep.config(), fs::copy_options::overwrite_existing);
   sync_filesystem(sweep.path());
   write_manifest(sweep, plan.manifest);

@@ -14,10 +14,10 @@
 
 namespace trainctl {
 
-// The expanded sweep: its manifest (no arrays yet) and each task's resolved config text.
+// The expanded sweep: its manifest (no arrays yet) and each task's run files.
 struct SweepPlan {
   SweepManifest manifest;
-  std::vector<std::string> task_configs;
+  std::vector<RunFiles> task_files;
 };
 
 // Throws ConfigError when a task's config is invalid.

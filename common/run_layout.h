@@ -15,8 +15,8 @@
 //   requeue.count    the batch script's count of requeues (SLURM_RESTART_COUNT) of this submission
 //   job.outcome      the batch script's word: running, then completed, failed: ..., stopped: ...
 //   params.json      a [program] job's [params] (docs/programs.md)
-//   program.exits    how each rank's program ended in the latest run of a [program] job, one line
-//                    per rank in the order they ended: "rank R exit C" or "rank R signal N"
+//   rank.exits/R     how rank R's program ended in the latest run of a [program] job:
+//                    "exit C T" or "signal N T", T the time it ended (ns since the epoch)
 #pragma once
 
 #include <algorithm>
@@ -40,7 +40,7 @@ inline constexpr std::string_view kRequeueStalls = "requeue.stalls";
 inline constexpr std::string_view kRequeueCount = "requeue.count";
 inline constexpr std::string_view kOutcome = "job.outcome";
 inline constexpr std::string_view kParams = "params.json";
-inline constexpr std::string_view kProgramExits = "program.exits";
+inline constexpr std::string_view kRankExits = "rank.exits";
 // job.outcome's first line while the batch script runs (slurm/render.cpp writes it).
 inline constexpr std::string_view kOutcomeRunning = "running";
 // A job's log in logs/ is <prefix><job id><suffix>.
@@ -58,7 +58,7 @@ constexpr bool is_plain(std::string_view name) {
 static_assert(is_plain(kConfig) && is_plain(kScript) && is_plain(kJobId) && is_plain(kLogs) && is_plain(kCheckpoints) &&
               is_plain(kMetrics) && is_plain(kProgress) && is_plain(kCompleted) && is_plain(kHeartbeat) &&
               is_plain(kRequeueStalls) && is_plain(kRequeueCount) && is_plain(kOutcome) && is_plain(kParams) &&
-              is_plain(kProgramExits) && is_plain(kLogPrefix) && is_plain(kLogSuffix));
+              is_plain(kRankExits) && is_plain(kLogPrefix) && is_plain(kLogSuffix));
 }  // namespace run_file
 
 // The paths of a run directory's files. The path is taken as given: the batch script renders
@@ -84,7 +84,7 @@ class RunLayout {
   std::string requeue_count() const { return file(run_file::kRequeueCount); }
   std::string outcome() const { return file(run_file::kOutcome); }
   std::string params() const { return file(run_file::kParams); }
-  std::string program_exits() const { return file(run_file::kProgramExits); }
+  std::string rank_exits() const { return file(run_file::kRankExits); }
 
  private:
   std::string file(std::string_view name) const { return path_ + "/" + std::string(name); }

@@ -23,6 +23,7 @@ import socket
 import time
 from pathlib import Path
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 stop_requested = False
 
 
@@ -35,7 +36,7 @@ def request_stop(signum, frame):
 
 # Before importing torch, which takes seconds: the job's signal can come that early, and its
 # default action would kill the process instead of letting it save after its first step.
-for signum in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
+for signum in STOP_SIGNALS:
     signal.signal(signum, request_stop)
 
 import torch
@@ -129,7 +130,12 @@ def main():
     run_dir, checkpoint_dir = Path(env["TRAINCTL_RUN_DIR"]), Path(env["TRAINCTL_CHECKPOINT_DIR"])
 
     torch.set_num_threads(int(env.get("OMP_NUM_THREADS", "1")))
+    # Blocked while torch.distributed connects and starts its threads: the rendezvous fails on an
+    # interrupted system call, and the threads inherit the mask, so that later signals land on
+    # this thread, where the handler runs. A signal that comes meanwhile is delivered right after.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
     torch.manual_seed(args.seed)
     model = torch.nn.Sequential(torch.nn.Linear(IN_FEATURES, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1))

@@ -1,7 +1,11 @@
 // trainctl-launch: the task srun starts on every slot of a [program] job, in place of
 // trainctl-runtime. It gives the user's command the rank's environment (from SLURM's task
 // variables), runs it, and records how it ended for the batch script (program_rank.h).
-// Exit code: the program's; 2 when the run directory's config cannot be run.
+// Exit code: the program's; 2 when the run directory's config cannot be run, 1 for another
+// failure of its own, each recorded as the rank's end like a program's exit, so that the batch
+// script does not take the other ranks' consequent ends for the cause.
+#include <sys/wait.h>
+
 #include <cstdlib>
 
 #include <CLI/CLI.hpp>
@@ -21,16 +25,30 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? 0 : 2;
   }
+  RankPlace place;
   try {
-    return run_program_rank(RunLayout(run_dir), rank_place_under_slurm(std::getenv));
-  } catch (const ConfigError& error) {
-    fmt::print(stderr, "trainctl-launch: bad config: {}\n", error.what());
-    return 2;
+    place = rank_place_under_slurm(std::getenv);
   } catch (const BadInput& error) {
     fmt::print(stderr, "trainctl-launch: {}\n", error.what());
     return 2;
+  }
+  const RunLayout run(run_dir);
+  const auto failed = [&](int code, const std::string& message) {
+    fmt::print(stderr, "trainctl-launch: rank {}: {}\n", place.rank, message);
+    try {
+      record_rank_end(run, place.rank, W_EXITCODE(code, 0));
+    } catch (const std::exception& error) {
+      fmt::print(stderr, "trainctl-launch: rank {}: {}\n", place.rank, error.what());
+    }
+    return code;
+  };
+  try {
+    return run_program_rank(run, place);
+  } catch (const ConfigError& error) {
+    return failed(2, fmt::format("bad config: {}", error.what()));
+  } catch (const BadInput& error) {
+    return failed(2, error.what());
   } catch (const std::exception& error) {
-    fmt::print(stderr, "trainctl-launch: error: {}\n", error.what());
-    return 1;
+    return failed(1, fmt::format("error: {}", error.what()));
   }
 }

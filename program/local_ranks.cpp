@@ -1,6 +1,7 @@
 // trainctl run's ranks of a [program]: see local_ranks.h.
 #include "local_ranks.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -44,12 +45,10 @@ int free_port() {
   return ntohs(address.sin_port);
 }
 
-int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
-
 }  // namespace
 
 int run_local_ranks(const RunLayout& run, int64_t ranks, int64_t restart) {
-  std::filesystem::remove(run.program_exits());
+  std::filesystem::remove_all(run.rank_exits());
   RankPlace place;
   place.world_size = place.local_world_size = ranks;
   place.master_addr = "127.0.0.1";
@@ -59,7 +58,7 @@ int run_local_ranks(const RunLayout& run, int64_t ranks, int64_t restart) {
   struct sigaction action {};
   action.sa_handler = [](int signal) { pending_signal = signal; };
   sigemptyset(&action.sa_mask);
-  for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaction(signal, &action, nullptr);
+  for (int signal : kStopSignals) sigaction(signal, &action, nullptr);
 
   std::vector<pid_t> running;
   for (int64_t rank = 0; rank < ranks; ++rank) {
@@ -68,7 +67,13 @@ int run_local_ranks(const RunLayout& run, int64_t ranks, int64_t restart) {
     if (child < 0) throw std::system_error(errno, std::generic_category(), "cannot fork");
     if (child == 0) {
       // Its own group, so that a terminal's Ctrl-C reaches the rank once, through this process.
+      // A background group that read the terminal would be stopped, unseen: stdin is /dev/null,
+      // as in a batch job.
       setpgid(0, 0);
+      if (const int null = open("/dev/null", O_RDONLY); null >= 0) {
+        dup2(null, STDIN_FILENO);
+        close(null);
+      }
       int code = 1;
       try {
         code = run_program_rank(run, place);

@@ -9,7 +9,7 @@
 namespace trainctl {
 
 // Runs `ranks` ranks of the program in `run`, each a process (run_program_rank) in a process
-// group of its own with its program. A stop signal to this process (Ctrl-C, TERM, HUP, USR1,
+// group of its own with its program, stdin /dev/null. A stop signal to this process (Ctrl-C, TERM, HUP, USR1,
 // USR2) is passed to every rank's group, once. When a rank's program fails, the others get TERM,
 // and KILL 10 s later, as under srun --kill-on-bad-exit. Returns 0 when every rank's program
 // exited 0, else the code of the first that did not (128 + N for signal N).

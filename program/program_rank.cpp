@@ -1,14 +1,15 @@
 // One rank of a [program] job: see program_rank.h.
 #include "program_rank.h"
 
-#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <system_error>
 
@@ -24,14 +25,20 @@ namespace trainctl {
 
 namespace {
 
-// Signals that ask a job to stop. This process must not die of them before its program has
-// ended: a handler that does nothing (unlike SIG_IGN) is reset to the default by exec, so the
-// program gets them as usual.
+sigset_t stop_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int signal : kStopSignals) sigaddset(&set, signal);
+  return set;
+}
+
+// This process must not die of a stop signal before its program has ended: a handler that does
+// nothing (unlike SIG_IGN) is reset to the default by exec, so the program gets them as usual.
 void outlive_stop_signals() {
   struct sigaction action {};
   action.sa_handler = [](int) {};
   sigemptyset(&action.sa_mask);
-  for (int signal : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaction(signal, &action, nullptr);
+  for (int signal : kStopSignals) sigaction(signal, &action, nullptr);
 }
 
 // "NAME=value" for the inherited environment with `added` put over it.
@@ -54,27 +61,25 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
   return pointers;
 }
 
-// In the forked child: only async-signal-safe calls, and _exit.
-[[noreturn]] void exec_program(const std::string& workdir, char* const* argv, char* const* envp) {
+// In the forked child, with the stop signals blocked since before the fork. A stop signal that
+// came in between is still pending: with the default action restored it ends the child when
+// they are unblocked, and the rank's end records it, instead of the do-nothing handler
+// swallowing the job's only warning. (The child of a single-threaded process: strerror and
+// dprintf are safe here.)
+[[noreturn]] void exec_program(const std::string& workdir, char* const* argv, char* const* envp,
+                               const sigset_t& unblocked) {
+  for (int signal : kStopSignals) std::signal(signal, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &unblocked, nullptr);
   if (!workdir.empty() && chdir(workdir.c_str()) != 0) {
+    const int chdir_errno = errno;
     dprintf(STDERR_FILENO, "trainctl-launch: cannot enter the program's workdir %s: %s\n", workdir.c_str(),
-            strerror(errno));
+            strerror(chdir_errno));
     _exit(127);
   }
   execvpe(argv[0], argv, envp);
-  dprintf(STDERR_FILENO, "trainctl-launch: cannot run %s: %s\n", argv[0], strerror(errno));
-  _exit(errno == ENOENT ? 127 : 126);
-}
-
-// One line, written at once with O_APPEND, so the ranks' lines never interleave.
-void append_line(const std::string& path, const std::string& line) {
-  const int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot write " + path);
-  const ssize_t written = write(fd, line.data(), line.size());
-  const int write_errno = errno;
-  close(fd);
-  if (written != static_cast<ssize_t>(line.size()))
-    throw std::system_error(write_errno, std::generic_category(), "cannot write " + path);
+  const int exec_errno = errno;
+  dprintf(STDERR_FILENO, "trainctl-launch: cannot run %s: %s\n", argv[0], strerror(exec_errno));
+  _exit(exec_errno == ENOENT ? 127 : 126);
 }
 
 // The step the program last recorded in progress.step, "0" when it recorded none.
@@ -93,31 +98,48 @@ std::string host_name() {
 
 }  // namespace
 
+int exit_code_of(int wait_status) {
+  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+}
+
+void record_rank_end(const RunLayout& run, int64_t rank, int wait_status) {
+  const auto ended = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  std::filesystem::create_directories(run.rank_exits());
+  write_file_atomically(run.rank_exits() + "/" + std::to_string(rank),
+                        WIFEXITED(wait_status)
+                            ? fmt::format("exit {} {}\n", WEXITSTATUS(wait_status), ended.count())
+                            : fmt::format("signal {} {}\n", WTERMSIG(wait_status), ended.count()));
+}
+
 int run_program_rank(const RunLayout& run, const RankPlace& place) {
   const ProgramSpec program = parse_program_spec(parse_config_file(run.config()), run.config());
   std::vector<std::string> argv = program_argv(program, run);
   std::vector<std::string> environment = environment_with(rank_environment(place, run));
-  write_file_atomically(run.params(), params_json_text(program));
 
   outlive_stop_signals();
   const std::vector<char*> argv_pointers = c_strings(argv);
   const std::vector<char*> environment_pointers = c_strings(environment);
+  const sigset_t stop_signals = stop_signal_set();
+  sigset_t unblocked;
+  sigprocmask(SIG_BLOCK, &stop_signals, &unblocked);
   const pid_t child = fork();
-  if (child < 0) throw std::system_error(errno, std::generic_category(), "cannot fork");
-  if (child == 0) exec_program(program.workdir, argv_pointers.data(), environment_pointers.data());
+  if (child == 0) exec_program(program.workdir, argv_pointers.data(), environment_pointers.data(), unblocked);
+  const int fork_errno = errno;
+  sigprocmask(SIG_SETMASK, &unblocked, nullptr);
+  if (child < 0) throw std::system_error(fork_errno, std::generic_category(), "cannot fork");
 
   int status = 0;
   while (waitpid(child, &status, 0) < 0) {
     if (errno != EINTR) throw std::system_error(errno, std::generic_category(), "cannot wait for the program");
   }
-  const bool exited = WIFEXITED(status);
-  const int code = exited ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  append_line(run.program_exits(), exited ? fmt::format("rank {} exit {}\n", place.rank, code)
-                                          : fmt::format("rank {} signal {}\n", place.rank, WTERMSIG(status)));
+  record_rank_end(run, place.rank, status);
+  const int code = exit_code_of(status);
   if (code != 0)
     fmt::print(stderr, "trainctl-launch: rank {} on {}: {} {}\n", place.rank, host_name(), argv[0],
-               exited ? fmt::format("exited with code {}", code)
-                      : fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status))));
+               WIFEXITED(status)
+                   ? fmt::format("exited with code {}", code)
+                   : fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status))));
   if (code == 0 && place.rank == 0) write_file_atomically(run.completed(), recorded_step(run) + "\n");
   return code;
 }

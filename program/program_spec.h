@@ -21,9 +21,6 @@ struct ProgramSpec {
   toml::table params;  // [params], free-form
 };
 
-// The tables a [program] config may have besides [job] and [sweep].
-inline const std::vector<std::string> kProgramTables{"program", "params"};
-
 bool has_program(const toml::table& root);
 
 // Reads [program] and [params] of `root`; throws ConfigError (file:line:col, key, message) for

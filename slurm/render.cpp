@@ -112,15 +112,20 @@ fi
 record_outcome running
 echo "trainctl: job $requeue_target run $restart_count starting at step $start_step on $(hostname)"
 hung_at=""
-rm -f "$program_exits_file"
+rm -rf "$rank_exits_dir"
 run_ranks
 rc=$?
-# A [program]'s ranks record how each program ended (trainctl-launch), in the order they ended.
-# The first failure decides, not srun's code: after it, --kill-on-bad-exit terminates the other
-# ranks, and srun reports their signal.
-first_failure=$(awk '$3 == "signal" { print 128 + $4; exit } $4 != 0 { print $4; exit }' "$program_exits_file" 2>/dev/null)
-if [ "$rc" -ne 0 ] && [ -n "$first_failure" ]; then
-  rc=$first_failure
+# A [program]'s ranks each record how their program ended and when (trainctl-launch). The first
+# failure decides, not srun's code: after it, --kill-on-bad-exit terminates the other ranks, and
+# srun reports their signal. A program's own exit code stays its own, even above 128.
+failed_by="" failed_code=""
+if [ "$rc" -ne 0 ]; then
+  read -r failed_by failed_code < <(cat "$rank_exits_dir"/* 2>/dev/null | sort -n -k 3 |
+    awk '$1 == "signal" || $2 != 0 { print $1, $2; exit }')
+  case $failed_by in
+    signal) rc=$((128 + failed_code)) ;;
+    exit) rc=$failed_code ;;
+  esac
 fi
 
 # Completion needs the ranks' own word (completed.step): srun has been seen to exit 0 when a
@@ -143,7 +148,7 @@ fi
 end_step=$(read_count "$progress_file")
 if [ -n "$hung_at" ]; then
   ending="hung at step $hung_at"
-elif [ "$rc" -gt 128 ]; then
+elif [ "$rc" -gt 128 ] && [ "$failed_by" != exit ]; then
   ending="killed by signal $((rc - 128)) at step $end_step"
   echo "trainctl: a rank was killed by signal $((rc - 128)) (srun exit $rc): an infrastructure fault; resuming from the last checkpoint"
 elif [ "$rc" -eq "$saved_requeue_code" ]; then
@@ -212,7 +217,7 @@ std::string run_file_section() {
       {"heartbeat_file", files.heartbeat()},
       {"stalls_file", files.requeue_stalls()},
       {"outcome_file", files.outcome()},
-      {"program_exits_file", files.program_exits()},
+      {"rank_exits_dir", files.rank_exits()},
   };
   std::string section = "# The run directory's files.\n";
   for (const auto& [name, path] : variables) section += fmt::format("{}=\"{}\"\n", name, path);

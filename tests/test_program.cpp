@@ -2,7 +2,8 @@
 // with the exact "FILE:LINE:COL: key: message" of every kind of bad input, placeholders filled
 // in per run directory, sweeps over params.*, the rank environment from SLURM's task
 // variables, and run_program_rank for real: a program given hostile arguments receives them
-// byte for byte and no shell runs them; how each program ended is recorded for the batch script.
+// byte for byte and no shell runs them; how each program ended (or trainctl-launch itself
+// failed) is recorded for the batch script, and params.json is written with the run directory.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "bad_input.h"
+#include "command_runner.h"
 #include "config_file.h"
 #include "config_files.h"
 #include "program_rank.h"
@@ -61,16 +63,14 @@ std::string read_text(const fs::path& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// A run directory holding the resolved config of `config_text`, as submit makes it.
+// A run directory for `config_text`, as submit makes it.
 struct ProgramRun {
   TempDir dir;
-  RunLayout layout{(dir.path() / "run").string()};
+  trainctl::RunDir layout{(dir.path() / "run").string()};
 
   explicit ProgramRun(std::string_view config_text) {
     const std::string config_path = write_temp_config(config_text);
-    const trainctl::Config config = trainctl::load_config(config_path);
-    fs::create_directories(layout.checkpoints());
-    std::ofstream(layout.config()) << trainctl::resolved_config_text(config.table, config_path);
+    layout.prepare(trainctl::run_files(trainctl::load_config(config_path).table, config_path), /*resume=*/false);
   }
 };
 
@@ -90,6 +90,18 @@ int run_rank(const RunLayout& run, const RankPlace& place) {
   REQUIRE(waitpid(child, &status, 0) == child);
   REQUIRE(WIFEXITED(status));
   return WEXITSTATUS(status);
+}
+
+// How rank `rank`'s program ended, as rank.exits/<rank> records it, without the time, which is
+// checked to be a plausible one.
+std::string rank_end(const RunLayout& run, int64_t rank) {
+  const std::string text = read_text(run.rank_exits() + "/" + std::to_string(rank));
+  const size_t time_at = text.rfind(' ');
+  REQUIRE(time_at != std::string::npos);
+  const int64_t nanoseconds = std::stoll(text.substr(time_at + 1));
+  CHECK(nanoseconds > int64_t{1'700'000'000} * 1'000'000'000);  // after 2023
+  CHECK(text.back() == '\n');
+  return text.substr(0, time_at);
 }
 
 // A TOML basic string holding `text` exactly.
@@ -288,7 +300,8 @@ TEST_CASE("each rank records how its program ended; rank 0's exit 0 records comp
   CHECK_FALSE(fs::exists(completes.layout.completed()));
   CHECK(run_rank(completes.layout, RankPlace{0, 2, 0, 2, "127.0.0.1", 1, 0}) == 0);
   CHECK(read_text(completes.layout.completed()) == "7\n");
-  CHECK(read_text(completes.layout.program_exits()) == "rank 1 exit 0\nrank 0 exit 0\n");
+  CHECK(rank_end(completes.layout, 1) == "exit 0");
+  CHECK(rank_end(completes.layout, 0) == "exit 0");
   CHECK(read_text(completes.layout.params()) == "{\"layers\":4,\"lr\":0.0003}\n");
 
   ProgramRun fails(with_command(R"(command = ["sh", "-c", "exit 3"])"));
@@ -297,8 +310,34 @@ TEST_CASE("each rank records how its program ended; rank 0's exit 0 records comp
   CHECK(run_rank(killed.layout, RankPlace{}) == 137);
   ProgramRun missing(with_command(R"(command = ["no-such-program-here"])"));
   CHECK(run_rank(missing.layout, RankPlace{}) == 127);
-  CHECK(read_text(fails.layout.program_exits()) == "rank 0 exit 3\n");
-  CHECK(read_text(killed.layout.program_exits()) == "rank 0 signal 9\n");
-  CHECK(read_text(missing.layout.program_exits()) == "rank 0 exit 127\n");
+  CHECK(rank_end(fails.layout, 0) == "exit 3");
+  CHECK(rank_end(killed.layout, 0) == "signal 9");
+  CHECK(rank_end(missing.layout, 0) == "exit 127");
   CHECK_FALSE(fs::exists(fails.layout.completed()));
+}
+
+TEST_CASE("trainctl-launch records its own failure as its rank's end, so that it is the first") {
+  const char* launcher = std::getenv("TRAINCTL_LAUNCH");
+  REQUIRE_MESSAGE(launcher != nullptr, "meson passes TRAINCTL_LAUNCH");
+  TempDir dir;
+  const trainctl::RunDir run((dir.path() / "run").string());
+  run.prepare({"[job]\nname = \"x\"\n"}, /*resume=*/false);  // no [program]: it cannot run
+  const std::vector<std::string> slurm_task{"SLURM_PROCID=1",      "SLURM_NTASKS=2", "SLURM_LOCALID=1",
+                                            "SLURM_NODEID=0",      "SLURM_STEP_TASKS_PER_NODE=2",
+                                            "SLURM_JOB_ID=5",      "TRAINCTL_MASTER_ADDR=10.0.0.1"};
+  std::vector<std::string> argv{"env", "-i"};
+  argv.insert(argv.end(), slurm_task.begin(), slurm_task.end());
+  argv.insert(argv.end(), {launcher, "--run-dir", run.path()});
+  trainctl::ProcessRunner runner;
+  const trainctl::CommandResult result = runner.run(argv);
+  CHECK(result.exit_code == 2);
+  CHECK(result.err == "trainctl-launch: rank 1: bad config: " + run.config() +
+                          ":1:1: program.command: required table [program] is missing\n");
+  CHECK(rank_end(run, 1) == "exit 2");
+
+  // Not a task of srun: nothing to record it under.
+  const trainctl::CommandResult outside = runner.run({"env", "-i", launcher, "--run-dir", run.path()});
+  CHECK(outside.exit_code == 2);
+  CHECK(outside.err ==
+        "trainctl-launch: SLURM_PROCID is not set: trainctl-launch runs as a task of srun, started by the batch script\n");
 }

@@ -75,7 +75,8 @@ void write_executable(const fs::path& path, const std::string& text) {
 // kills the "runtime" (unless FAKE_SCANCEL_RC fails it). The runtime dumps the variables named in
 // FAKE_DUMP to <run>/env.<NAME>, writes FAKE_STEP to progress.step, beats FAKE_BEATS times
 // half a second apart, writes FAKE_BEAT to heartbeat.step and sleeps when FAKE_HANG is set,
-// writes FAKE_EXITS (printf format) to program.exits as trainctl-launch's ranks would, kills
+// writes FAKE_EXITS (printf format, lines "RANK END") to rank.exits/RANK as trainctl-launch's
+// ranks would, kills
 // itself with FAKE_SIGNAL when set (srun then
 // exits 128 + the signal, as bash does), writes completed.step when it exits 0 (unless
 // FAKE_INCOMPLETE is set), and exits with FAKE_RC.
@@ -109,7 +110,8 @@ class Sandbox {
                      "[ \"$1\" = --run-dir ] || exit 99\n"
                      "for name in ${FAKE_DUMP:-}; do printf '%s' \"${!name}\" > \"$2/env.$name\"; done\n"
                      "if [ -n \"${FAKE_STEP:-}\" ]; then echo \"$FAKE_STEP\" > \"$2/progress.step\"; fi\n"
-                     "if [ -n \"${FAKE_EXITS:-}\" ]; then printf \"$FAKE_EXITS\" > \"$2/program.exits\"; fi\n"
+                     "if [ -n \"${FAKE_EXITS:-}\" ]; then mkdir -p \"$2/rank.exits\"; printf \"$FAKE_EXITS\" |\n"
+                     "  while read -r rank end; do echo \"$end\" > \"$2/rank.exits/$rank\"; done; fi\n"
                      "echo $$ > \"$2/runtime.pid\"\n"
                      "for beat in $(seq \"${FAKE_BEATS:-0}\"); do echo \"$beat\" > \"$2/heartbeat.step\"; sleep 0.5; done\n"
                      "if [ -n \"${FAKE_HANG:-}\" ]; then echo \"${FAKE_BEAT:-0}\" > \"$2/heartbeat.step\"; exec sleep 600; fi\n"
@@ -614,10 +616,8 @@ TEST_CASE("an array script run without an array task id fails before srun") {
 TEST_CASE("a [program] job's ranks meet at the allocation's first node, by its NodeAddr") {
   CHECK(trainctl::render_batch_script(named_job(), kInputs).find("TRAINCTL_MASTER_ADDR") == std::string::npos);
   Sandbox sandbox;
-  sandbox.set_run_file("program.exits", "rank 0 exit 1\n");  // a run before this one's
   CommandResult result = sandbox.run_program(
-      named_job(), {"FAKE_RC=0", "FAKE_DUMP=TRAINCTL_MASTER_ADDR", "FAKE_EXITS=rank 1 exit 0\\nrank 0 exit 0\\n",
-                    "SLURM_JOB_NODELIST=n[7-8]"});
+      named_job(), {"FAKE_RC=0", "FAKE_DUMP=TRAINCTL_MASTER_ADDR", "SLURM_JOB_NODELIST=n[7-8]"});
   INFO("stdout: " << result.out << "\nstderr: " << result.err);
   CHECK(result.exit_code == 0);
   CHECK(result.out.ends_with("\ntrainctl: training complete\n"));
@@ -627,29 +627,34 @@ TEST_CASE("a [program] job's ranks meet at the allocation's first node, by its N
 
 TEST_CASE("the first [program] rank to fail decides how the job ends, not srun's exit code") {
   struct Case {
-    std::string exits;
+    std::string exits;  // rank, then its end as trainctl-launch records it: how, code, time
     std::string ending;
     std::string outcome;
   };
   // srun exits 143: --kill-on-bad-exit terminated the ranks still running after the first ended.
   const Case cases[] = {
-      {"rank 1 exit 0\\nrank 0 exit 1\\nrank 1 signal 15\\n", "\ntrainctl: program failed with exit code 1\n",
+      {"2 exit 0 100\\n1 signal 15 300\\n0 exit 1 200\\n", "\ntrainctl: program failed with exit code 1\n",
        "failed: exit 1\n"},
-      {"rank 0 exit 75\\nrank 1 signal 15\\n",
+      // A program's own code above 128 is no signal: not an infrastructure fault.
+      {"1 signal 15 300\\n0 exit 255 200\\n", "\ntrainctl: program failed with exit code 255\n", "failed: exit 255\n"},
+      {"0 exit 75 200\\n1 signal 15 300\\n",
        "\ntrainctl: saved at step 7; requeuing job 123 (requeue 1 of 10)\n", "requeued: saved at step 7\n"},
-      {"rank 1 signal 9\\nrank 0 signal 15\\n",
+      {"0 signal 15 300\\n1 signal 9 200\\n2 exit 1 400\\n",
        "\ntrainctl: killed by signal 9 at step 7; requeuing job 123 (requeue 1 of 10)\n",
        "requeued: killed by signal 9 at step 7\n"},
   };
   for (const Case& c : cases) {
     Sandbox sandbox;
+    // A failure of the run before this one, which must not count.
+    fs::create_directories(sandbox.run_dir() + "/rank.exits");
+    sandbox.set_run_file("rank.exits/5", "exit 1 1\n");
     CommandResult result = sandbox.run_program(named_job(), {"FAKE_RC=143", "FAKE_STEP=7", "FAKE_EXITS=" + c.exits,
                                                              "SLURM_JOB_NODELIST=n7"});
     INFO("exits: " << c.exits << "\nstdout: " << result.out);
     CHECK(result.out.ends_with(c.ending));
     CHECK(sandbox.run_file("job.outcome") == c.outcome);
     const bool requeued = c.outcome.starts_with("requeued");
-    CHECK(result.exit_code == (requeued ? 0 : 1));
+    CHECK(result.exit_code == (requeued ? 0 : std::stoi(c.outcome.substr(c.outcome.rfind(' ') + 1))));
     CHECK(read_text(sandbox.path("scontrol.calls")).ends_with(requeued ? "requeue 123\n" : "show node -o n7\n"));
   }
 }

@@ -657,7 +657,7 @@ struct FourTaskSweep {
       entry.index = task;
       entry.values.push_back(0.1 * static_cast<double>(task + 1));
       manifest.tasks.push_back(std::move(entry));
-      sweep.task(task).prepare("[job]\n", /*resume=*/false);
+      sweep.task(task).prepare({"[job]\n"}, /*resume=*/false);
     }
     manifest.arrays = {{"100", {0, 1, 2, 3}, "arrays/array-0.sbatch", "submit", "", "2026-11-22T00:00:00Z"},
                        {"200", {2}, "arrays/array-1.sbatch", "resubmit --failed", "", "2026-11-22T01:00:00Z"}};
@@ -714,7 +714,7 @@ TEST_CASE("JSON writes non-finite numbers as null") {
 TEST_CASE("a run's record skips metrics lines that do not parse, such as one being appended") {
   TempDir dir;
   const trainctl::RunDir run((dir.path() / "run").string());
-  run.prepare("[job]\n", /*resume=*/false);
+  run.prepare({"[job]\n"}, /*resume=*/false);
   std::ofstream(run.metrics()) << R"({"step":0,"event":"start","detail":"fresh"}
 {"step":10,"loss":0.5,"lr":0.01,"grad_norm":1.0,"samples_per_s":100.0,"global_batch":8,"elapsed_s":1.0}
 {"step":10,"val_loss":0.7,"val_accuracy":0.5}
