@@ -1,6 +1,8 @@
 // Metrics of a run: see metrics.h.
 #include "metrics.h"
 
+#include <sys/resource.h>
+
 #include <cmath>
 #include <stdexcept>
 #include <utility>
@@ -17,7 +19,14 @@ std::string clock_text(double seconds) {
   const auto total = static_cast<int64_t>(seconds + 0.5);
   return fmt::format("{}:{:02d}:{:02d}", total / 3600, total / 60 % 60, total % 60);
 }
+constexpr double kBytesPerMiB = 1024.0 * 1024.0;
 }  // namespace
+
+int64_t peak_resident_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux counts it in KiB
+}
 
 Metrics::Metrics(const std::string& path, MetricsSetup setup, bool enabled) : setup_(std::move(setup)) {
   if (setup_.term_unit != "samples" && setup_.term_unit != "tokens")
@@ -46,16 +55,23 @@ void Metrics::log_step(const StepRecord& record) {
   Json line{{"step", record.step}, {"loss", record.loss}, {"lr", record.lr}, {"grad_norm", record.grad_norm}};
   line[setup_.term_unit + "_per_s"] = record.terms_per_second;
   if (mfu_known) line["mfu"] = record.mfu;
+  const bool step_time_known = std::isfinite(record.step_seconds);
+  if (step_time_known) line["step_time_s"] = record.step_seconds;
+  const double peak_rss_mib = static_cast<double>(record.peak_rss_bytes) / kBytesPerMiB;
+  if (record.peak_rss_bytes > 0) line["peak_rss_mb"] = peak_rss_mib;
   line["global_batch"] = setup_.global_batch;
   line["elapsed_s"] = elapsed_seconds();
   append(json_text(line));
 
   const double terms_left =
       static_cast<double>((setup_.total_steps - record.step) * setup_.global_batch * setup_.terms_per_example);
-  const std::string mfu_text = mfu_known ? fmt::format(" | MFU {:.1f}%", 100.0 * record.mfu) : "";
+  std::string resources;
+  if (mfu_known) resources += fmt::format(" | MFU {:.1f}%", 100.0 * record.mfu);
+  if (step_time_known) resources += fmt::format(" | {:.1f} ms/step", 1000.0 * record.step_seconds);
+  if (record.peak_rss_bytes > 0) resources += fmt::format(" | peak RSS {:.0f} MiB", peak_rss_mib);
   fmt::print("step {}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.3f} | {:.0f} {}/s{} | ETA {}\n", record.step,
              setup_.total_steps, record.loss, record.lr, record.grad_norm, record.terms_per_second, setup_.term_unit,
-             mfu_text, clock_text(terms_left / record.terms_per_second));
+             resources, clock_text(terms_left / record.terms_per_second));
   std::fflush(stdout);
 }
 

@@ -19,7 +19,12 @@ struct StepRecord {
   double grad_norm = 0.0;
   double terms_per_second = 0.0;  // throughput in MetricsSetup::term_unit
   double mfu = std::numeric_limits<double>::quiet_NaN();  // model FLOPs utilisation, a fraction; NaN: unknown
+  double step_seconds = std::numeric_limits<double>::quiet_NaN();  // mean wall time of a step since the last log
+  int64_t peak_rss_bytes = 0;  // the process's peak resident memory so far (peak_resident_bytes); 0: unknown
 };
+
+// This process's peak resident set size so far (getrusage's ru_maxrss), in bytes.
+int64_t peak_resident_bytes();
 
 // What the metrics need to know about the run.
 struct MetricsSetup {
@@ -39,8 +44,8 @@ class Metrics {
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  // JSON keys: step, loss, lr, grad_norm, samples_per_s or tokens_per_s, mfu (when known),
-  // global_batch, elapsed_s.
+  // JSON keys: step, loss, lr, grad_norm, samples_per_s or tokens_per_s, mfu, step_time_s and
+  // peak_rss_mb (each when known), global_batch, elapsed_s.
   void log_step(const StepRecord& record);
   // val_accuracy is the fraction of loss terms (rows, or tokens) whose argmax is the target.
   void log_eval(int64_t step, double val_loss, double val_accuracy);

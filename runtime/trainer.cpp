@@ -105,7 +105,10 @@ class Run {
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
         const double terms_per_second = static_cast<double>(window_steps * global_terms_) / seconds;
-        metrics_.log_step({step, last_loss_, lr, grad_norm, terms_per_second, model_flops_utilization(terms_per_second)});
+        StepRecord record{step, last_loss_, lr, grad_norm, terms_per_second, model_flops_utilization(terms_per_second)};
+        record.step_seconds = seconds / static_cast<double>(window_steps);
+        record.peak_rss_bytes = peak_resident_bytes();
+        metrics_.log_step(record);
         window_start = std::chrono::steady_clock::now();
         window_steps = 0;
       }

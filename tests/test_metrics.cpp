@@ -118,6 +118,36 @@ TEST_CASE("a language model's step logs tokens/s and MFU as a percentage") {
   CHECK(records[0]["mfu"] == 0.125);
 }
 
+TEST_CASE("a step logs its time and the process's peak memory, when known") {
+  const ScratchPath scratch("resources.jsonl");
+  std::string printed;
+  {
+    Metrics metrics(scratch.str(), classifier_setup(), /*enabled=*/true);
+    trainctl::StepRecord record{10, 0.5, 0.001, 1.25, 144.0};
+    record.step_seconds = 0.0625;
+    record.peak_rss_bytes = int64_t{123} << 20;
+    printed = printed_by([&] { metrics.log_step(record); });
+  }
+  CHECK(printed == "step 10/100 | loss 0.5000 | lr 1.000e-03 | grad_norm 1.250 | 144 samples/s | 62.5 ms/step | "
+                   "peak RSS 123 MiB | ETA 0:00:05\n");
+  const std::vector<Json> records = records_in(scratch.str());
+  REQUIRE(records.size() == 1);
+  CHECK(keys_of(records[0]) == std::vector<std::string>{"step", "loss", "lr", "grad_norm", "samples_per_s",
+                                                        "step_time_s", "peak_rss_mb", "global_batch", "elapsed_s"});
+  CHECK(records[0]["step_time_s"] == 0.0625);
+  CHECK(records[0]["peak_rss_mb"] == 123.0);
+}
+
+TEST_CASE("the peak resident memory covers memory the process has touched") {
+  const int64_t before = trainctl::peak_resident_bytes();
+  constexpr size_t kTouched = size_t{64} << 20;
+  std::vector<char> block(kTouched, 1);  // written, so resident
+  CHECK(block[kTouched - 1] == 1);
+  const int64_t after = trainctl::peak_resident_bytes();
+  CHECK(after >= static_cast<int64_t>(kTouched));
+  CHECK(after >= before);
+}
+
 TEST_CASE("validation reports perplexity for a language model only") {
   const ScratchPath classifier_scratch("classifier.jsonl"), language_model_scratch("language_model.jsonl");
   const std::string& classifier_path = classifier_scratch.str();
