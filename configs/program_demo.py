@@ -114,12 +114,14 @@ def main():
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--save-every", type=int, default=20)
+    parser.add_argument("--save-every", type=int, default=20, help="0: only on a stop signal and at the end")
     parser.add_argument("--log-every", type=int, default=5)
     parser.add_argument("--eval-every", type=int, default=0, help="0: no evaluation")
     parser.add_argument("--step-sleep", type=float, default=0.0, help="seconds to pause per step")
     parser.add_argument("--tag", default="")
     args = parser.parse_args()
+    if args.log_every < 1:
+        parser.error("--log-every must be at least 1")
 
     env = os.environ
     rank, world_size = int(env["RANK"]), int(env["WORLD_SIZE"])
@@ -182,7 +184,7 @@ def main():
         if step == args.steps:
             break  # a stop signal during the last step changes nothing: the run is complete
         stop = all_ranks_stop()
-        if stop or step % args.save_every == 0:
+        if stop or (args.save_every > 0 and step % args.save_every == 0):
             save_checkpoint(step, model, optimizer, rank, checkpoint_dir, run_dir)
         if stop:
             print(f"program_demo: rank {rank}: stop signal: saved at step {step}; "
