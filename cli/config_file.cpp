@@ -92,6 +92,20 @@ Specs read_specs(const toml::table& table, const std::string& file) {
                                               job.ranks_per_node, job.gpus_per_node));
   return specs;
 }
+
+// `table` with its relative paths resolved, as TOML text headed by its origin and `note`.
+std::string resolved_config_text(const toml::table& table, const std::string& config_path, const std::string& note) {
+  // Made absolute once: resolving relative paths against it needs no further getcwd.
+  const std::filesystem::path absolute_config = std::filesystem::absolute(config_path);
+  toml::table resolved = table;
+  resolve_data_paths(resolved, absolute_config.parent_path().string());
+  resolve_program_workdir(resolved, absolute_config.parent_path().string());
+  std::ostringstream text;
+  text << "# resolved by trainctl " << TRAINCTL_VERSION << " from " << absolute_config.string() << "\n";
+  if (!note.empty()) text << "# " << note << "\n";
+  text << resolved << "\n";
+  return text.str();
+}
 }  // namespace
 
 Config load_config(const std::string& path) {
@@ -108,22 +122,6 @@ Config load_config(const std::string& path) {
 }
 
 void check_config_table(const toml::table& table, const std::string& file) { read_specs(table, file); }
-
-namespace {
-// `table` with its relative paths resolved, as TOML text headed by its origin and `note`.
-std::string resolved_config_text(const toml::table& table, const std::string& config_path, const std::string& note) {
-  // Made absolute once: resolving relative paths against it needs no further getcwd.
-  const std::filesystem::path absolute_config = std::filesystem::absolute(config_path);
-  toml::table resolved = table;
-  resolve_data_paths(resolved, absolute_config.parent_path().string());
-  resolve_program_workdir(resolved, absolute_config.parent_path().string());
-  std::ostringstream text;
-  text << "# resolved by trainctl " << TRAINCTL_VERSION << " from " << absolute_config.string() << "\n";
-  if (!note.empty()) text << "# " << note << "\n";
-  text << resolved << "\n";
-  return text.str();
-}
-}  // namespace
 
 RunFiles run_files(const toml::table& table, const std::string& config_path, const std::string& note) {
   RunFiles files{resolved_config_text(table, config_path, note), std::nullopt};

@@ -9,19 +9,19 @@ namespace trainctl {
 
 namespace {
 int reporting_rank = -1;
+}  // namespace
 
-std::string host_name() {
+std::string this_host_name() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
   return name;
 }
-}  // namespace
 
 void set_reporting_rank(int rank) { reporting_rank = rank; }
 
 void report_check_failure(const char* statement, const char* file, int line, const std::string& detail) {
-  std::string where = reporting_rank >= 0 ? fmt::format("host {} rank {}", host_name(), reporting_rank)
-                                          : fmt::format("host {}", host_name());
+  std::string where = reporting_rank >= 0 ? fmt::format("host {} rank {}", this_host_name(), reporting_rank)
+                                          : fmt::format("host {}", this_host_name());
   throw CheckFailure(fmt::format("{} failed at {}:{} on {}: {}", statement, file, line, where, detail));
 }
 

@@ -13,6 +13,9 @@ class CheckFailure : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// This machine's host name, as reports name it (gethostname, at most 255 bytes).
+std::string this_host_name();
+
 // The rank named in reports; -1 (the default, e.g. in the CLI) leaves the rank out.
 void set_reporting_rank(int rank);
 

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "atomic_file.h"
+#include "check.h"
 #include "config_reader.h"
 #include "program_spec.h"
 
@@ -90,12 +91,6 @@ std::string recorded_step(const RunLayout& run) {
   return step;
 }
 
-std::string host_name() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
-
 }  // namespace
 
 int exit_code_of(int wait_status) {
@@ -136,7 +131,7 @@ int run_program_rank(const RunLayout& run, const RankPlace& place) {
   record_rank_end(run, place.rank, status);
   const int code = exit_code_of(status);
   if (code != 0)
-    fmt::print(stderr, "trainctl-launch: rank {} on {}: {} {}\n", place.rank, host_name(), argv[0],
+    fmt::print(stderr, "trainctl-launch: rank {} on {}: {} {}\n", place.rank, this_host_name(), argv[0],
                WIFEXITED(status)
                    ? fmt::format("exited with code {}", code)
                    : fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status))));

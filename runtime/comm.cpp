@@ -42,12 +42,6 @@ int Comm::local_size() const {
   return static_cast<int>(std::count(hostnames_.begin(), hostnames_.end(), hostnames_[static_cast<size_t>(rank_)]));
 }
 
-std::string this_host_name() {
-  char name[kHostNameBytes] = {};
-  gethostname(name, kHostNameBytes - 1);
-  return name;
-}
-
 #ifdef TRAINCTL_HAVE_MPI
 
 Comm::Comm(int* argc, char*** argv) {

@@ -39,6 +39,4 @@ class Comm {
   std::vector<std::string> hostnames_;
 };
 
-std::string this_host_name();
-
 }  // namespace trainctl
