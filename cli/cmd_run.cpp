@@ -1,12 +1,6 @@
 // trainctl run CONFIG [--ranks N]: the same training with no SLURM, for laptops and debugging:
 // one process, or N ranks under mpirun; for a [program], N ranks of it with the environment of
 // the contract. The run directory is the one submit would use.
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
-
 #include <fmt/format.h>
 
 #include "commands.h"
@@ -14,41 +8,11 @@
 #include "errors.h"
 #include "exit_codes.h"
 #include "local_ranks.h"
-#include "program_rank.h"
+#include "local_runtime.h"
 #include "preflight.h"
 #include "run_dir.h"
 
 namespace trainctl {
-
-namespace {
-int run_and_wait(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-  args.push_back(nullptr);
-  const pid_t child = fork();
-  if (child < 0) throw Failure(fmt::format("cannot fork: {}", std::strerror(errno)));
-  if (child == 0) {
-    execvp(args[0], args.data());
-    fmt::print(stderr, "trainctl: cannot run {}: {}\n", argv[0], std::strerror(errno));
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  return exit_code_of(status);
-}
-
-// trainctl-runtime for `run_dir`, under mpirun for more than one rank.
-std::vector<std::string> runtime_command(const RunDir& run_dir, int ranks) {
-  std::vector<std::string> argv;
-  if (ranks > 1) {
-    argv = {"mpirun", "-np", std::to_string(ranks), "--oversubscribe", "--bind-to", "none"};
-    if (geteuid() == 0) argv.push_back("--allow-run-as-root");
-  }
-  argv.insert(argv.end(), {runtime_executable(), "--run-dir", run_dir.path()});
-  return argv;
-}
-}  // namespace
 
 void add_run_command(CLI::App& app) {
   auto* command = app.add_subcommand("run", "train without SLURM: one process, or --ranks N (mpirun for the runtime)");
@@ -74,13 +38,10 @@ void add_run_command(CLI::App& app) {
     const RunDir run_dir = chosen_run_dir(options->run_dir, config.job.name);
     run_dir.prepare(run_files(config.table, config.path), options->resume);
 
-    // The same thread counts the batch script exports, unless the caller chose otherwise.
-    const std::string threads = std::to_string(config.job.cpus_per_rank);
-    setenv("OMP_NUM_THREADS", threads.c_str(), 0);
-    setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 0);
+    export_thread_counts(config.job);
     // A resumed program is told it is not on its first run, as after a requeue.
     const int code = config.program ? run_local_ranks(run_dir, options->ranks, options->resume ? 1 : 0)
-                                    : run_and_wait(runtime_command(run_dir, options->ranks));
+                                    : run_runtime_locally(run_dir, options->ranks);
     if (code == exit_code::kDone) {
       fmt::print("run complete: {}\n", run_dir.path());
       return;

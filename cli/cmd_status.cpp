@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "errors.h"
+#include "loss_plot.h"
 #include "run_status.h"
 
 namespace trainctl {
@@ -62,6 +63,8 @@ void add_status_command(CLI::App& app) {
                  status.restarts, status.step ? std::to_string(*status.step) : "-", optional_text(status.loss),
                  optional_text(status.val_loss), status_note(status));
     }
+    if (!statuses.empty())
+      fmt::print("{}\n", loss_plot_hint(statuses.size() == 1 ? shown_path(statuses.front().run_dir) : "RUN"));
   });
 }
 

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "errors.h"
+#include "loss_plot.h"
 #include "sweep_status.h"
 #include "sweep_submit.h"
 
@@ -95,10 +96,12 @@ void add_status_subcommand(CLI::App& sweep_command) {
     std::vector<TaskStatus> statuses = read_sweep_status(sweep, manifest, queued);
     const RankMetric metric = options->sort.empty() ? default_rank_metric(statuses) : kRankMetrics.at(options->sort);
     rank_tasks(statuses, metric);
-    if (options->json)
+    if (options->json) {
       fmt::print("{}", sweep_status_json(manifest, statuses, metric));
-    else
+    } else {
       print_table(sweep, manifest, statuses, metric);
+      fmt::print("{}\n", loss_plot_hint(options->sweep));
+    }
   });
 }
 

@@ -22,6 +22,8 @@ void add_ckpt_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_sample_command(CLI::App& app);
+void add_estimate_command(CLI::App& app);
+void add_plot_command(CLI::App& app);
 
 // The batch script of `config` for `run_dir` (render shows it, submit submits it).
 std::string batch_script(const Config& config, const RunDir& run_dir);

@@ -13,8 +13,9 @@
 namespace trainctl {
 
 namespace {
-const std::vector<std::string> kTrainingTables{"model", "data", "train", "checkpoint"};
-const std::vector<std::string> kTopLevelTables{"job", "model", "data", "train", "checkpoint", "program", "params", "sweep"};
+const std::vector<std::string> kTrainingTables{"model", "data", "train", "checkpoint", "metrics"};
+const std::vector<std::string> kTopLevelTables{"job",     "model",  "data",   "train", "checkpoint",
+                                               "metrics", "program", "params", "sweep"};
 // Samples per optimizer step over all ranks; with train.steps <= 1e9 the samples of a run fit int64.
 constexpr int64_t kMaxGlobalBatch = int64_t{1} << 32;
 

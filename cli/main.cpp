@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   add_sweep_command(app);
   add_export_command(app);
   add_sample_command(app);
+  add_estimate_command(app);
+  add_plot_command(app);
 
   auto fail = [](int code, const std::string& message) {
     fmt::print(stderr, "trainctl: {}\n", message);

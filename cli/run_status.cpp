@@ -12,13 +12,6 @@
 namespace trainctl {
 
 namespace {
-// The number at `key` of a metrics record, when it is one (a non-finite value was written as null).
-std::optional<double> number_at(const Json& record, const char* key) {
-  auto found = record.find(key);
-  if (found == record.end() || !found->is_number()) return std::nullopt;
-  return found->get<double>();
-}
-
 void read_metrics(const std::string& path, RunStatus& status) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
@@ -27,6 +20,8 @@ void read_metrics(const std::string& path, RunStatus& status) {
     if (!record.is_object()) continue;
     const std::optional<double> step = number_at(record, "step");
     if (!step) continue;
+    if (auto event = record.find("event"); event != record.end() && *event == "early_stop")
+      status.stopped_early_at = static_cast<int64_t>(*step);
     if (auto loss = number_at(record, "loss")) {
       status.loss = loss;
       status.step = static_cast<int64_t>(*step);
@@ -59,6 +54,7 @@ std::string status_note(const RunStatus& status) {
   std::vector<std::string> parts;
   // "running" says nothing that the state does not, and is stale once SLURM has ended the job.
   if (!status.outcome.empty() && status.outcome != run_file::kOutcomeRunning) parts.push_back(status.outcome);
+  if (status.stopped_early_at) parts.push_back(fmt::format("stopped early at step {}", *status.stopped_early_at));
   parts.insert(parts.end(), status.requeue_reasons.begin(), status.requeue_reasons.end());
   if (parts.empty()) return status.reason;
   return fmt::format("{}", fmt::join(parts, "; "));
@@ -124,6 +120,7 @@ Json& add_run_status(Json& record, const RunStatus& status) {
   if (status.loss) record["loss"] = *status.loss;
   if (status.val_loss) record["val_loss"] = *status.val_loss;
   if (status.best_val_loss) record["best_val_loss"] = *status.best_val_loss;
+  if (status.stopped_early_at) record["stopped_early_at"] = *status.stopped_early_at;
   record["outcome"] = status.outcome;
   if (!status.requeue_reasons.empty()) record["requeue_reasons"] = status.requeue_reasons;
   return record;

@@ -23,6 +23,7 @@ struct RunStatus {
   std::optional<double> loss;   // last logged train loss
   std::optional<double> val_loss;       // last validation loss
   std::optional<double> best_val_loss;  // lowest validation loss of the run
+  std::optional<int64_t> stopped_early_at;  // the step at which early stopping ended training
   std::string outcome;    // job.outcome's first line: how the batch script last ended
   // Why this submission was requeued before that ("requeued: killed by signal 9 at step 120"),
   // newest first: job.outcome's later lines.

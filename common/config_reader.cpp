@@ -309,6 +309,13 @@ std::vector<std::string> TableReader::string_list(std::string_view key,
   return values;
 }
 
+TableReader TableReader::table(std::string_view key) {
+  const toml::node* node = find(key);
+  if (node == nullptr) return TableReader(nullptr, dotted(key), file_, table_position_);
+  if (!node->is_table()) fail(key, fmt::format("expected a table, got {}", type_name(*node)));
+  return TableReader(node->as_table(), dotted(key), file_, position_of(*node, file_));
+}
+
 std::map<std::string, std::string> TableReader::string_table(std::string_view key) {
   const toml::node* node = find(key);
   std::map<std::string, std::string> values;

@@ -87,6 +87,9 @@ class TableReader {
                                        std::optional<std::vector<std::string>> fallback = std::nullopt);
   // A table of string values (e.g. [job.env]), in file order of keys sorted by name.
   std::map<std::string, std::string> string_table(std::string_view key);
+  // The table (inline or not) at `key` as a reader of its own, dotted below this one; a reader of
+  // nothing when the key is absent.
+  TableReader table(std::string_view key);
 
   // Throws for the first key (in file order) that no getter read.
   void reject_unknown() const;

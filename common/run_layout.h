@@ -6,6 +6,7 @@
 //   job_id           SLURM's job id (absent for `trainctl run`)
 //   logs/            slurm-<job id>.out, one file across requeues (--open-mode=append)
 //   checkpoints/     step-N.h5 and step-N.json (docs/checkpoint-format.md)
+//   checkpoints/best/  the best checkpoint by validation loss, with checkpoint.keep_best
 //   metrics.jsonl    one JSON object per logged step, eval and event
 //   progress.step    the step a resume starts from (written at every checkpoint)
 //   completed.step   the final step, written by the runtime when training is done
@@ -32,6 +33,7 @@ inline constexpr std::string_view kScript = "job.sbatch";
 inline constexpr std::string_view kJobId = "job_id";
 inline constexpr std::string_view kLogs = "logs";
 inline constexpr std::string_view kCheckpoints = "checkpoints";
+inline constexpr std::string_view kBestCheckpoint = "best";  // inside kCheckpoints
 inline constexpr std::string_view kMetrics = "metrics.jsonl";
 inline constexpr std::string_view kProgress = "progress.step";
 inline constexpr std::string_view kCompleted = "completed.step";
@@ -76,6 +78,7 @@ class RunLayout {
     return logs() + "/" + std::string(run_file::kLogPrefix) + std::string(job_id) + std::string(run_file::kLogSuffix);
   }
   std::string checkpoints() const { return file(run_file::kCheckpoints); }
+  std::string best_checkpoint_dir() const { return checkpoints() + "/" + std::string(run_file::kBestCheckpoint); }
   std::string metrics() const { return file(run_file::kMetrics); }
   std::string progress() const { return file(run_file::kProgress); }
   std::string completed() const { return file(run_file::kCompleted); }

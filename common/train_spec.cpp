@@ -109,6 +109,15 @@ TrainSpec parse_train(TableReader reader) {
   train.device = reader.choice("device", {"cpu", "cuda"}, "cpu");
   train.precision = reader.choice("precision", {"fp32", "bf16"}, "fp32") == "bf16" ? Precision::kBf16 : Precision::kFp32;
   train.recompute = reader.boolean("recompute", false);
+  if (TableReader early_stop = reader.table("early_stop"); early_stop.present()) {
+    EarlyStopSpec spec;
+    spec.metric = early_stop.choice("metric", {"val_loss"}, spec.metric);
+    spec.patience = early_stop.integer("patience", std::nullopt, 1, kMaxSteps);
+    spec.min_delta = early_stop.number("min_delta", 0.0);
+    if (spec.min_delta < 0.0) early_stop.fail("min_delta", "must not be negative");
+    early_stop.reject_unknown();
+    train.early_stop = spec;
+  }
   reader.reject_unknown();
   return train;
 }
@@ -121,8 +130,34 @@ CheckpointSpec parse_checkpoint(TableReader reader) {
   if (checkpoint.every_minutes > kMaxEveryMinutes)
     reader.fail("every_minutes", fmt::format("must be at most {} (a year)", kMaxEveryMinutes));
   checkpoint.keep_last = reader.integer("keep_last", 3, 1, kMaxKeepLast);
+  checkpoint.keep_best = reader.boolean("keep_best", false);
   reader.reject_unknown();
   return checkpoint;
+}
+
+MetricsSpec parse_metrics(TableReader reader) {
+  MetricsSpec metrics;
+  metrics.prometheus = reader.optional_string("prometheus");
+  if (metrics.prometheus && metrics.prometheus->empty())
+    reader.fail("prometheus", "must not be empty (leave the key out for no Prometheus file)");
+  if (metrics.prometheus) check_path_length(reader, "prometheus", *metrics.prometheus);
+  reader.reject_unknown();
+  return metrics;
+}
+
+// Early stopping and the best checkpoint are judged by validation, so they need one.
+void require_validation(const RunSpec& spec, const toml::table& root, const std::string& file) {
+  TableReader train = TableReader::child(root, "train", file);
+  TableReader checkpoint = TableReader::child(root, "checkpoint", file);
+  const auto check = [&](bool used, const TableReader& reader, std::string_view key) {
+    if (!used) return;
+    if (!spec.data.val)
+      reader.fail(key, "is judged by the validation loss: set data.val to a validation set");
+    if (spec.train.eval_every == 0)
+      reader.fail(key, "is judged by the validation loss: set train.eval_every to evaluate every N steps");
+  };
+  check(spec.train.early_stop.has_value(), train, "early_stop");
+  check(spec.checkpoint.keep_best, checkpoint, "keep_best");
 }
 
 }  // namespace
@@ -146,6 +181,8 @@ RunSpec parse_run_spec(const toml::table& root, const std::string& file) {
   spec.data = parse_data(TableReader::child(root, "data", file));
   spec.train = parse_train(TableReader::child(root, "train", file));
   spec.checkpoint = parse_checkpoint(TableReader::child(root, "checkpoint", file));
+  spec.metrics = parse_metrics(TableReader::child(root, "metrics", file));
+  require_validation(spec, root, file);
   return spec;
 }
 

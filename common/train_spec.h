@@ -1,4 +1,4 @@
-// The train-spec schema: [model], [data], [train] and [checkpoint] of a config, with defaults
+// The train-spec schema: [model], [data], [train], [checkpoint] and [metrics] of a config, with defaults
 // and checks. The CLI validates with it and the runtime trains from it, so both read a config
 // the same way. ([job] belongs to slurm/job_spec.h.)
 #pragma once
@@ -53,6 +53,14 @@ struct DataSpec {
   bool shuffle = true;
 };
 
+// [train] early_stop: training ends once the metric has not improved by more than min_delta for
+// `patience` evaluations in a row.
+struct EarlyStopSpec {
+  std::string metric = "val_loss";  // lower is better
+  int64_t patience = 0;
+  double min_delta = 0.0;
+};
+
 struct TrainSpec {
   int64_t steps = 0;
   int64_t micro_batch = 0;  // per rank
@@ -73,12 +81,19 @@ struct TrainSpec {
   Precision precision = Precision::kFp32;
   // Blocks keep only their inputs and recompute the rest in backward (gradients unchanged).
   bool recompute = false;
+  std::optional<EarlyStopSpec> early_stop;  // needs data.val and eval_every
 };
 
 struct CheckpointSpec {
   int64_t every_steps = 0;    // 0: only on signal and at the end
   double every_minutes = 0.0;  // 0: off
   int64_t keep_last = 3;
+  bool keep_best = false;  // also keep the checkpoint of the lowest validation loss, beyond keep_last
+};
+
+struct MetricsSpec {
+  // A Prometheus textfile rewritten at every log step; relative to the run directory.
+  std::optional<std::string> prometheus;
 };
 
 struct RunSpec {
@@ -86,6 +101,7 @@ struct RunSpec {
   DataSpec data;
   TrainSpec train;
   CheckpointSpec checkpoint;
+  MetricsSpec metrics;
 };
 
 // Reads the four tables of `root`; throws ConfigError. Relative data paths are kept as written

@@ -83,7 +83,8 @@ void check_device_table(const Device& device) {
                   TRAINCTL_OP_SLOT(memory, release), TRAINCTL_OP_SLOT(memory, upload),
                   TRAINCTL_OP_SLOT(memory, download), TRAINCTL_OP_SLOT(memory, copy),
                   TRAINCTL_OP_SLOT(memory, fill_zero), TRAINCTL_OP_SLOT(memory, pin_host),
-                  TRAINCTL_OP_SLOT(memory, unpin_host), TRAINCTL_OP_SLOT(memory, peak_flops)});
+                  TRAINCTL_OP_SLOT(memory, unpin_host), TRAINCTL_OP_SLOT(memory, peak_flops),
+                  TRAINCTL_OP_SLOT(memory, peak_allocated_bytes)});
   require_filled(device, "blas", {TRAINCTL_OP_SLOT(device.blas, gemm), TRAINCTL_OP_SLOT(device.blas, gemm_bf16)});
   const ElementwiseOps& elementwise = device.elementwise;
   require_filled(device, "elementwise",

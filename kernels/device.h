@@ -60,6 +60,10 @@ struct MemoryOps {
   // The dense peak of one rank's device in FLOP/s for fp32 or bf16 GEMMs (for MFU estimates);
   // 0 when unknown.
   double (*peak_flops)(bool bf16);
+  // The most bytes this process has held allocated through `alloc` at once (scratch that ops keep
+  // for themselves is not counted); 0 on the CPU, whose device memory is host memory and counts in
+  // the process's resident set.
+  int64_t (*peak_allocated_bytes)();
 };
 
 // One GEMM, or `batch` of them at fixed strides: for i < batch,

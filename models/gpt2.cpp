@@ -1,6 +1,7 @@
 // GPT-2 on the device seam: see gpt2.h.
 #include "gpt2.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -24,6 +25,43 @@ constexpr const char* kBlockTensorNames[] = {
 // Layout indices: wte and wpe, then the blocks, then ln_f.
 constexpr size_t kWte = 0, kWpe = 1, kFirstBlock = 2;
 
+// GPT2LMHeadModel's tensors in state_dict order (Conv1D weights [in, out]), without lm_head.
+std::vector<ParameterSlice> gpt2_tensors(const Gpt2Spec& spec) {
+  const int64_t channels = spec.n_embd;
+  const std::vector<int64_t> block_shapes[] = {
+      {channels}, {channels}, {channels, 3 * channels}, {3 * channels}, {channels, channels}, {channels},
+      {channels}, {channels}, {channels, 4 * channels}, {4 * channels}, {4 * channels, channels}, {channels}};
+  // GPT-2 practice: weight decay on the matrices (embeddings included), not on biases or LayerNorm.
+  std::vector<ParameterSlice> tensors;
+  auto add = [&tensors](std::string name, std::vector<int64_t> shape) {
+    const bool decay = shape.size() == 2;
+    tensors.push_back({std::move(name), std::move(shape), 0, 0, decay});
+  };
+  add("transformer.wte.weight", {spec.vocab_size, channels});
+  add("transformer.wpe.weight", {spec.block_size, channels});
+  for (int64_t block = 0; block < spec.n_layer; ++block)
+    for (size_t tensor = 0; tensor < std::size(block_shapes); ++tensor)
+      add(fmt::format("transformer.h.{}.{}", block, kBlockTensorNames[tensor]), block_shapes[tensor]);
+  add("transformer.ln_f.weight", {channels});
+  add("transformer.ln_f.bias", {channels});
+  return tensors;
+}
+
+// nanoGPT's estimate: 6 N + 12 n_layer n_embd block_size, N the parameters without wpe.
+double training_flops_per_token(const Gpt2Spec& spec, int64_t parameters) {
+  const double non_embedding = static_cast<double>(parameters - spec.block_size * spec.n_embd);
+  return 6.0 * non_embedding + 12.0 * static_cast<double>(spec.n_layer) * static_cast<double>(spec.n_embd) *
+                                   static_cast<double>(spec.block_size);
+}
+
+// The floats of one block's activations (Gpt2::BlockActivations) for `rows` token positions.
+int64_t block_activation_floats(const Gpt2Spec& spec, int64_t rows) {
+  const int64_t channels = spec.n_embd;
+  // ln1, qkv (3C), attention, residual, ln2, fc (4C) and gelu (4C); the two LayerNorms' mean and
+  // rstd; the attention's log-sum-exp per head.
+  return rows * (15 * channels + 4 + spec.n_head);
+}
+
 }  // namespace
 
 Gpt2::Gpt2(const Gpt2Spec& spec, const Device& device, const ModelOptions& options)
@@ -35,23 +73,7 @@ Gpt2::Gpt2(const Gpt2Spec& spec, const Device& device, const ModelOptions& optio
       attention_(device.attention.value()),
       gemm_(options.precision == Precision::kBf16 ? device.blas.gemm_bf16 : device.blas.gemm) {
   const int64_t vocab = spec.vocab_size, context = spec.block_size, channels = spec.n_embd;
-  const std::vector<int64_t> block_shapes[kBlockTensors] = {
-      {channels}, {channels}, {channels, 3 * channels}, {3 * channels}, {channels, channels}, {channels},
-      {channels}, {channels}, {channels, 4 * channels}, {4 * channels}, {4 * channels, channels}, {channels}};
-  // GPT-2 practice: weight decay on the matrices (embeddings included), not on biases or LayerNorm.
-  std::vector<ParameterSlice> slices;
-  auto add = [&slices](std::string name, std::vector<int64_t> shape) {
-    const bool decay = shape.size() == 2;
-    slices.push_back({std::move(name), std::move(shape), 0, 0, decay});
-  };
-  add("transformer.wte.weight", {vocab, channels});
-  add("transformer.wpe.weight", {context, channels});
-  for (int64_t block = 0; block < spec.n_layer; ++block)
-    for (int tensor = 0; tensor < kBlockTensors; ++tensor)
-      add(fmt::format("transformer.h.{}.{}", block, kBlockTensorNames[tensor]), block_shapes[tensor]);
-  add("transformer.ln_f.weight", {channels});
-  add("transformer.ln_f.bias", {channels});
-  set_layout(std::move(slices));
+  set_layout(gpt2_tensors(spec));
 
   const int64_t rows = options.max_examples * context;
   tokens_ = DeviceBuffer<int32_t>(device, rows);
@@ -69,10 +91,7 @@ Gpt2::Gpt2(const Gpt2Spec& spec, const Device& device, const ModelOptions& optio
   grad_wide_ = activation_buffer(rows * 4 * channels);
 }
 
-DeviceBuffer<float> Gpt2::activation_buffer(int64_t count) {
-  activation_bytes_ += count * static_cast<int64_t>(sizeof(float));
-  return DeviceBuffer<float>(device_, count);
-}
+DeviceBuffer<float> Gpt2::activation_buffer(int64_t count) { return DeviceBuffer<float>(device_, count); }
 
 Gpt2::BlockActivations Gpt2::block_activations() {
   const int64_t rows = options_.max_examples * spec_.block_size, channels = spec_.n_embd;
@@ -113,12 +132,7 @@ void Gpt2::init_parameters(uint64_t seed) {
   upload_parameters(host);
 }
 
-double Gpt2::training_flops_per_term() const {
-  const double non_embedding = static_cast<double>(parameter_count() - spec_.block_size * spec_.n_embd);
-  return 6.0 * non_embedding +
-         12.0 * static_cast<double>(spec_.n_layer) * static_cast<double>(spec_.n_embd) *
-             static_cast<double>(spec_.block_size);
-}
+double Gpt2::training_flops_per_term() const { return training_flops_per_token(spec_, parameter_count()); }
 
 void Gpt2::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const float* a,
                   const float* b, bool accumulate, float* c) {
@@ -297,6 +311,36 @@ void Gpt2::next_token_logits(const int32_t* tokens, int64_t length, float* logit
 
 std::unique_ptr<Model> make_gpt2(const ModelSpec& spec, const Device& device, const ModelOptions& options) {
   return std::make_unique<Gpt2>(std::get<Gpt2Spec>(spec.config), device, options);
+}
+
+ModelFootprint gpt2_footprint(const ModelSpec& model, const ModelOptions& options) {
+  const auto& spec = std::get<Gpt2Spec>(model.config);
+  const int64_t rows = options.max_examples * spec.block_size, channels = spec.n_embd, vocab = spec.vocab_size;
+  constexpr auto kFloat = static_cast<int64_t>(sizeof(float)), kInt = static_cast<int64_t>(sizeof(int32_t));
+  ModelFootprint footprint = parameter_footprint(gpt2_tensors(spec));
+  // The constructor's buffers: each block's input and ln_f's (residuals_); the blocks'
+  // activations, or one block's with recompute; ln_f's output, mean and rstd; the logits and
+  // their gradient; grad_residual_, grad_normed_ and grad_wide_ (4C).
+  const int64_t blocks = options.recompute ? 1 : spec.n_layer;
+  const int64_t activation_floats = (spec.n_layer + 1) * rows * channels +
+                                    blocks * block_activation_floats(spec, rows) + rows * (channels + 2) +
+                                    2 * rows * vocab + rows * (2 * channels + 4 * channels);
+  footprint.activation_bytes = activation_floats * kFloat + 2 * rows * kInt;  // + tokens_ and targets_
+  // The attention keeps a seq x seq matrix of probabilities for forward, two for backward.
+  footprint.cpu_scratch_bytes = 3 * spec.block_size * spec.block_size * kFloat;
+  if (options.precision == Precision::kBf16) {
+    // gemm_bf16 rounds each operand into a buffer of its own. The widest A are the logits'
+    // gradient [rows, vocab] and the MLP's [rows, 4C]; the widest B are wte [vocab, C], c_fc's
+    // weights [C, 4C] and, for c_proj's weight gradient, the MLP's [rows, 4C].
+    const int64_t widest_a = rows * std::max(vocab, 4 * channels);
+    const int64_t widest_b = std::max({vocab * channels, 4 * channels * channels, rows * 4 * channels});
+    footprint.cpu_scratch_bytes += (widest_a + widest_b) * kFloat;
+  }
+  footprint.host_batch_bytes = 2 * rows * kInt;
+  footprint.terms_per_example = spec.block_size;
+  footprint.term_unit = "tokens";
+  footprint.training_flops_per_term = training_flops_per_token(spec, footprint.parameters);
+  return footprint;
 }
 
 }  // namespace trainctl

@@ -38,10 +38,6 @@ class Gpt2 : public LanguageModel {
   int64_t context_size() const override { return spec_.block_size; }
   void next_token_logits(const int32_t* tokens, int64_t length, float* logits) override;
 
-  // Device bytes held for one batch's activations and their gradients (everything but the
-  // parameters, gradients and tokens): what recompute saves.
-  int64_t activation_bytes() const { return activation_bytes_; }
-
  private:
   // The tensors of one block, in layout order.
   enum BlockTensor {
@@ -90,7 +86,6 @@ class Gpt2 : public LanguageModel {
   const EmbeddingOps& embedding_;
   const AttentionOps& attention_;
   void (*gemm_)(Stream stream, const Gemm& gemm);  // blas.gemm or blas.gemm_bf16
-  int64_t activation_bytes_ = 0;
 
   DeviceBuffer<int32_t> tokens_, targets_;
   std::vector<DeviceBuffer<float>> residuals_;  // [n_layer + 1]: each block's input, then ln_f's
@@ -102,5 +97,6 @@ class Gpt2 : public LanguageModel {
 };
 
 std::unique_ptr<Model> make_gpt2(const ModelSpec& spec, const Device& device, const ModelOptions& options);
+ModelFootprint gpt2_footprint(const ModelSpec& spec, const ModelOptions& options);
 
 }  // namespace trainctl

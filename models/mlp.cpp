@@ -9,32 +9,54 @@
 
 namespace trainctl {
 
+namespace {
+
+// The widths of the activations: inputs, each hidden layer's, classes.
+std::vector<int64_t> layer_widths(const MlpSpec& spec) {
+  std::vector<int64_t> widths{spec.inputs};
+  widths.insert(widths.end(), spec.hidden.begin(), spec.hidden.end());
+  widths.push_back(spec.classes);
+  return widths;
+}
+
+// The Linears' tensors as the Sequential's state_dict has them: "0.weight" [out, in], "0.bias",
+// "2.weight", ... (an activation module sits between two Linears, so Linear i is at index 2i).
+std::vector<ParameterSlice> linear_tensors(const std::vector<int64_t>& widths) {
+  std::vector<ParameterSlice> tensors;
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    const std::string prefix = std::to_string(2 * i);
+    tensors.push_back({prefix + ".weight", {widths[i + 1], widths[i]}});
+    tensors.push_back({prefix + ".bias", {widths[i + 1]}});
+  }
+  return tensors;
+}
+
+// Two FLOPs per weight and sample forward, four backward (input and weight gradients).
+double training_flops_per_sample(const std::vector<ParameterSlice>& tensors) {
+  double weights = 0.0;
+  for (const ParameterSlice& tensor : tensors)
+    if (tensor.shape.size() == 2) weights += static_cast<double>(element_count(tensor.shape));
+  return 6.0 * weights;
+}
+
+}  // namespace
+
 Mlp::Mlp(const MlpSpec& spec, const Device& device, const ModelOptions& options)
     : Model(device, options.stream),
       matmul_(options.precision == Precision::kBf16 ? device.blas.gemm_bf16 : device.blas.gemm),
       max_rows_(options.max_examples) {
-  std::vector<int64_t> widths{spec.inputs};
-  widths.insert(widths.end(), spec.hidden.begin(), spec.hidden.end());
-  widths.push_back(spec.classes);
-  std::vector<ParameterSlice> slices;
-  int64_t offset = 0;
-  int64_t widest = 0;
+  const std::vector<int64_t> widths = layer_widths(spec);
+  set_layout(linear_tensors(widths));
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
     Layer layer;
     layer.in = widths[i];
     layer.out = widths[i + 1];
     layer.activation = i + 2 < widths.size() ? spec.activation : Activation::kNone;
-    // Sequential indexes each Linear at 2i because an activation module sits between them.
-    const std::string prefix = std::to_string(2 * i);
-    slices.push_back({prefix + ".weight", {layer.out, layer.in}});
-    slices.push_back({prefix + ".bias", {layer.out}});
-    layer.weight_offset = offset;
-    layer.bias_offset = offset + layer.out * layer.in;
-    offset = layer.bias_offset + layer.out;
-    widest = std::max({widest, layer.in, layer.out});
+    layer.weight_offset = parameter_layout()[2 * i].offset;
+    layer.bias_offset = parameter_layout()[2 * i + 1].offset;
     layers_.push_back(layer);
   }
-  set_layout(std::move(slices));
+  const int64_t widest = *std::max_element(widths.begin(), widths.end());
   input_ = DeviceBuffer<float>(device, max_rows_ * spec.inputs);
   labels_ = DeviceBuffer<int32_t>(device, max_rows_);
   for (const Layer& layer : layers_) {
@@ -56,12 +78,7 @@ void Mlp::init_parameters(uint64_t seed) {
   upload_parameters(host);
 }
 
-double Mlp::training_flops_per_term() const {
-  // Two FLOPs per weight and sample forward, four backward (input and weight gradients).
-  double weights = 0.0;
-  for (const Layer& layer : layers_) weights += static_cast<double>(layer.in * layer.out);
-  return 6.0 * weights;
-}
+double Mlp::training_flops_per_term() const { return training_flops_per_sample(parameter_layout()); }
 
 void Mlp::forward(int64_t rows) {
   const float* input = input_.get();
@@ -126,6 +143,30 @@ BatchResult Mlp::evaluate(const Batch& batch) {
 
 std::unique_ptr<Model> make_mlp(const ModelSpec& spec, const Device& device, const ModelOptions& options) {
   return std::make_unique<Mlp>(std::get<MlpSpec>(spec.config), device, options);
+}
+
+ModelFootprint mlp_footprint(const ModelSpec& model, const ModelOptions& options) {
+  const auto& spec = std::get<MlpSpec>(model.config);
+  const std::vector<int64_t> widths = layer_widths(spec);
+  const std::vector<ParameterSlice> tensors = linear_tensors(widths);
+  const int64_t rows = options.max_examples;
+  const int64_t widest = *std::max_element(widths.begin(), widths.end());
+  constexpr auto kFloat = static_cast<int64_t>(sizeof(float)), kInt = static_cast<int64_t>(sizeof(int32_t));
+  ModelFootprint footprint = parameter_footprint(tensors);
+  // The constructor's buffers: input_ and labels_; each layer's pre-activations and
+  // activations; grad_a_ and grad_b_.
+  int64_t activation_floats = rows * spec.inputs + 2 * rows * widest;
+  for (size_t i = 1; i < widths.size(); ++i) activation_floats += 2 * rows * widths[i];
+  footprint.activation_bytes = activation_floats * kFloat + rows * kInt;
+  if (options.precision == Precision::kBf16) {
+    // gemm_bf16 rounds each operand into a buffer of its own. A is an activation or its
+    // gradient, [rows, width]; B is a weight or, for a weight's gradient, a layer's input.
+    const int64_t widest_input = *std::max_element(widths.begin(), widths.end() - 1);
+    footprint.cpu_scratch_bytes = (rows * widest + std::max(footprint.largest_tensor, rows * widest_input)) * kFloat;
+  }
+  footprint.host_batch_bytes = rows * (spec.inputs * kFloat + kInt);
+  footprint.training_flops_per_term = training_flops_per_sample(tensors);
+  return footprint;
 }
 
 }  // namespace trainctl

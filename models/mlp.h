@@ -45,5 +45,6 @@ class Mlp : public Model {
 };
 
 std::unique_ptr<Model> make_mlp(const ModelSpec& spec, const Device& device, const ModelOptions& options);
+ModelFootprint mlp_footprint(const ModelSpec& spec, const ModelOptions& options);
 
 }  // namespace trainctl

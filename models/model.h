@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,11 @@ struct ParameterSlice {
   int64_t count = 0;
   bool decay = true;  // takes weight decay (AdamW's first parameter group)
 };
+
+// The elements of a tensor of `shape`.
+inline int64_t element_count(const std::vector<int64_t>& shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
 
 struct BatchResult {
   double loss_sum = 0.0;  // summed over loss terms (rows, or tokens), not averaged

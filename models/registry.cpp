@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -33,7 +34,7 @@ void require_features(const std::string& path, int64_t features, const MlpSpec& 
     throw DataError(fmt::format("{} has {} features per sample but model.inputs = {}", path, features, model.inputs));
 }
 
-void check_classification(const std::string& path, const ModelSpec& spec) {
+ClassificationShape checked_classification_shape(const std::string& path, const ModelSpec& spec) {
   require_regular_file(path);
   ClassificationShape shape;
   try {
@@ -42,6 +43,16 @@ void check_classification(const std::string& path, const ModelSpec& spec) {
     throw DataError(error.what());
   }
   require_features(path, shape.features, std::get<MlpSpec>(spec.config));
+  return shape;
+}
+
+void check_classification(const std::string& path, const ModelSpec& spec) { checked_classification_shape(path, spec); }
+
+DataFootprint classification_footprint(const std::string& path, const ModelSpec& spec) {
+  const ClassificationShape shape = checked_classification_shape(path, spec);
+  // ClassificationData: x float32 [samples, features], y int32 [samples].
+  const auto bytes_per_sample = static_cast<int64_t>(shape.features * sizeof(float) + sizeof(int32_t));
+  return {shape.samples * bytes_per_sample, shape.samples};
 }
 
 std::unique_ptr<BatchSource> open_classification(const std::string& path, const ModelSpec& spec) {
@@ -60,17 +71,34 @@ std::unique_ptr<BatchSource> open_tokens(const std::string& path, const ModelSpe
   return std::make_unique<TokenSource>(path, model.block_size, model.vocab_size);
 }
 
-void check_tokens(const std::string& pattern, const ModelSpec& spec) {
+// The token count of every shard `pattern` names, each checked against the model.
+std::vector<int64_t> checked_token_counts(const std::string& pattern, const ModelSpec& spec) {
   const auto& model = std::get<Gpt2Spec>(spec.config);
+  std::vector<int64_t> counts;
   for (const std::string& path : token_file_paths(pattern)) {
     require_regular_file(path);
-    require_one_window(path, read_token_count(path), model.block_size);
+    counts.push_back(read_token_count(path));
+    require_one_window(path, counts.back(), model.block_size);
   }
+  return counts;
+}
+
+void check_tokens(const std::string& pattern, const ModelSpec& spec) { checked_token_counts(pattern, spec); }
+
+DataFootprint token_footprint(const std::string& pattern, const ModelSpec& spec) {
+  const int64_t block_size = std::get<Gpt2Spec>(spec.config).block_size;
+  DataFootprint footprint;
+  for (int64_t count : checked_token_counts(pattern, spec)) {
+    footprint.bytes += count * static_cast<int64_t>(sizeof(uint16_t));  // TokenSource keeps them as stored
+    footprint.examples += (count - 1) / block_size;                      // its windows
+  }
+  return footprint;
 }
 
 const ModelKind kModelKinds[] = {
-    {"mlp", {}, make_mlp, open_classification, check_classification},
-    {"gpt2", {OpFamily::kNorm, OpFamily::kEmbedding, OpFamily::kAttention}, make_gpt2, open_tokens, check_tokens},
+    {"mlp", {}, make_mlp, mlp_footprint, open_classification, check_classification, classification_footprint},
+    {"gpt2", {OpFamily::kNorm, OpFamily::kEmbedding, OpFamily::kAttention}, make_gpt2, gpt2_footprint, open_tokens,
+     check_tokens, token_footprint},
 };
 
 }  // namespace
@@ -88,6 +116,15 @@ void require_op_families(const ModelSpec& spec, const Device& device) {
   if (!missing.empty())
     throw ModelInputError(fmt::format("model.kind = \"{}\" needs the {} ops, which device \"{}\" does not have yet",
                                       kind.name, fmt::join(missing, ", "), device.name));
+}
+
+ModelFootprint parameter_footprint(const std::vector<ParameterSlice>& tensors) {
+  ModelFootprint footprint;
+  for (const ParameterSlice& tensor : tensors) {
+    footprint.parameters += element_count(tensor.shape);
+    footprint.largest_tensor = std::max(footprint.largest_tensor, element_count(tensor.shape));
+  }
+  return footprint;
 }
 
 std::unique_ptr<Model> build_model(const ModelSpec& spec, const Device& device, const ModelOptions& options) {

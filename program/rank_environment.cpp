@@ -1,24 +1,17 @@
 // The environment of a [program]'s rank: see rank_environment.h.
 #include "rank_environment.h"
 
-#include <charconv>
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "bad_input.h"
+#include "count_text.h"
 #include "exit_codes.h"
 
 namespace trainctl {
 
 namespace {
-
-std::optional<int64_t> parse_count(std::string_view text) {
-  int64_t value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || value < 0) return std::nullopt;
-  return value;
-}
 
 std::string required(const EnvironmentLookup& environment, const char* name) {
   const char* value = environment(name);

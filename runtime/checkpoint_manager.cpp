@@ -67,6 +67,7 @@ const Checkpoint& CheckpointManager::stage(const TrainingPosition& position) {
   meta.optimizer = optimizer_.name();
   meta.optimizer_step = optimizer_.step_count();
   meta.loss = position.loss;
+  meta.best = position.best;
   meta.config_text = config_text_;
   meta.hostnames.clear();
   for (const std::string& host : comm_.hostnames()) meta.hostnames += (meta.hostnames.empty() ? "" : ",") + host;
@@ -99,7 +100,34 @@ const Checkpoint& CheckpointManager::stage(const TrainingPosition& position) {
   return staged_;
 }
 
-SavedCheckpoint CheckpointManager::save(const TrainingPosition& position) {
+// Links rather than copies: the best checkpoint costs no second write, and pruning the step-N.h5
+// name in checkpoints/ leaves the file to the link. The new best is published before the old one
+// goes, so checkpoints/best/ always holds one (its newest step-N.h5 is the best).
+void CheckpointManager::keep_as_best(const std::string& path) const {
+  const std::filesystem::path best_dir = layout_.best_checkpoint_dir();
+  std::filesystem::create_directories(best_dir);
+  const std::filesystem::path checkpoint(path);
+  std::filesystem::path sidecar = checkpoint;
+  sidecar.replace_extension(".json");
+  // The sidecar first: a step-N.h5 in best/ always has the checksum that verifies it.
+  for (const std::filesystem::path& source : {sidecar, checkpoint}) {
+    const std::filesystem::path target = best_dir / source.filename();
+    std::filesystem::remove(target);
+    std::error_code no_hard_links;
+    std::filesystem::create_hard_link(source, target, no_hard_links);
+    if (no_hard_links) std::filesystem::copy_file(source, target);
+  }
+  for (const CheckpointEntry& older : list_checkpoints(best_dir.string())) {
+    if (older.path == (best_dir / checkpoint.filename()).string()) continue;
+    std::filesystem::path older_sidecar(older.path);
+    older_sidecar.replace_extension(".json");
+    std::filesystem::remove(older.path);
+    std::filesystem::remove(older_sidecar);
+  }
+  fsync_path(best_dir.string());
+}
+
+SavedCheckpoint CheckpointManager::save(const TrainingPosition& position, bool new_best) {
   SavedCheckpoint saved;
   if (comm_.rank() == 0) {
     std::filesystem::create_directories(layout_.checkpoints());
@@ -108,6 +136,7 @@ SavedCheckpoint CheckpointManager::save(const TrainingPosition& position) {
                                  [&] { test_midway_through_save(layout_.path(), position.step); });
     saved.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     saved.megabytes = static_cast<double>(std::filesystem::file_size(saved.path)) / 1e6;
+    if (new_best && spec_.checkpoint.keep_best) keep_as_best(saved.path);
     prune_checkpoints(layout_.checkpoints(), spec_.checkpoint.keep_last);
     write_file_atomically(layout_.progress(), fmt::format("{}\n", position.step));
   }
@@ -156,6 +185,7 @@ std::vector<float> CheckpointManager::flatten(const std::vector<Tensor>& tensors
 std::optional<ResumedCheckpoint> CheckpointManager::resume() {
   std::array<int64_t, 3> position{0, 0, 0};  // step, optimizer step, whether a checkpoint was found
   double loss = 0.0;
+  BestValidation best;
   std::vector<std::vector<float>> flat_state;  // the model, then each optimizer state buffer
   ResumedCheckpoint resumed;
   if (comm_.rank() == 0) {
@@ -169,12 +199,14 @@ std::optional<ResumedCheckpoint> CheckpointManager::resume() {
         flat_state.push_back(flatten(point.checkpoint->optimizer_state, "/" + state_name, point.path));
       position = {point.checkpoint->meta.step, point.checkpoint->meta.optimizer_step, 1};
       loss = point.checkpoint->meta.loss;
+      best = point.checkpoint->meta.best;
       resumed.path = point.path;
     }
   }
   comm_.broadcast(position.data(), sizeof(position));
   if (position[2] == 0) return std::nullopt;
   comm_.broadcast(&loss, sizeof(loss));
+  comm_.broadcast(&best, sizeof(best));
   std::vector<float*> destinations{model_.parameters()};
   for (auto& [state_name, buffer] : optimizer_.state()) destinations.push_back(buffer->get());
   flat_state.resize(destinations.size(), std::vector<float>(static_cast<size_t>(model_.parameter_count())));
@@ -186,6 +218,7 @@ std::optional<ResumedCheckpoint> CheckpointManager::resume() {
   optimizer_.set_step_count(position[1]);
   resumed.step = position[0];
   resumed.loss = loss;
+  resumed.best = best;
   return resumed;
 }
 

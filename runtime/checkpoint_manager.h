@@ -3,6 +3,8 @@
 //   - staging: device state copied into host buffers allocated and page-locked on the first save;
 //   - save: rank 0 writes (weights and optimizer state are identical on every rank), prunes to
 //     keep_last, and records the step in progress.step; every rank agrees before going on;
+//   - the best checkpoint: with keep_best, a save that sets a new best validation loss is also
+//     linked into checkpoints/best/, which pruning never touches;
 //   - resume: rank 0 picks the newest checkpoint that verifies (falling back past corrupt ones),
 //     checks that it fits this run (model kind, tensor names and shapes, optimizer, global
 //     batch), and broadcasts it; every rank loads it.
@@ -29,6 +31,7 @@ struct TrainingPosition {
   int64_t sample_position = 0;  // examples consumed
   double loss = 0.0;
   double val_loss = 0.0;  // NaN when not evaluated yet
+  BestValidation best;
 };
 
 struct SavedCheckpoint {
@@ -41,6 +44,7 @@ struct ResumedCheckpoint {
   std::string path;  // on rank 0; empty elsewhere
   int64_t step = 0;
   double loss = 0.0;
+  BestValidation best;
 };
 
 class CheckpointManager {
@@ -56,11 +60,13 @@ class CheckpointManager {
   // Collective. Loads the newest valid checkpoint into the model and optimizer; nothing when
   // there is none. Throws BadInput when it does not fit the run.
   std::optional<ResumedCheckpoint> resume();
-  // Collective.
-  SavedCheckpoint save(const TrainingPosition& position);
+  // Collective. `new_best`: this save's validation loss is the best so far; with keep_best, it
+  // becomes the one in checkpoints/best/.
+  SavedCheckpoint save(const TrainingPosition& position, bool new_best);
 
  private:
   const Checkpoint& stage(const TrainingPosition& position);
+  void keep_as_best(const std::string& path) const;
   void check_fits(const Checkpoint& checkpoint, const std::string& path) const;
   std::vector<float> flatten(const std::vector<Tensor>& tensors, const std::string& suffix,
                              const std::string& path) const;

@@ -14,6 +14,7 @@
 #include "comm.h"
 #include "config_reader.h"
 #include "exit_codes.h"
+#include "metrics.h"
 #include "run_layout.h"
 #include "signals.h"
 #include "trainer.h"
@@ -45,12 +46,22 @@ int main(int argc, char** argv) {
 
   CLI::App app{"trainctl-runtime: one rank of a trainctl training run"};
   std::string run_dir;
-  app.add_option("--run-dir", run_dir, "run directory holding config.toml")->required();
+  auto* run_dir_option = app.add_option("--run-dir", run_dir, "run directory holding config.toml");
+  bool startup_memory = false;
+  app.add_flag("--startup-memory", startup_memory,
+               "print the bytes this process holds once started (libraries loaded, MPI up) and exit; "
+               "trainctl estimate reads it")
+      ->excludes(run_dir_option);
   try {
     app.parse(argc, argv);
+    if (!startup_memory && run_dir.empty()) throw CLI::RequiredError("--run-dir");
   } catch (const CLI::ParseError& error) {
     if (comm.rank() == 0) app.exit(error);
     return error.get_exit_code() == 0 ? exit_code::kDone : exit_code::kBadConfig;
+  }
+  if (startup_memory) {
+    fmt::print("{}\n", held_resident_bytes());
+    return exit_code::kDone;
   }
 
   auto report = [&](const char* kind, const std::string& message) {

@@ -1,14 +1,18 @@
 // Metrics of a run: see metrics.h.
 #include "metrics.h"
 
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <cmath>
+#include <fstream>
 #include <stdexcept>
+#include <system_error>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "atomic_file.h"
 #include "json.h"
 
 namespace trainctl {
@@ -26,6 +30,14 @@ int64_t peak_resident_bytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux counts it in KiB
+}
+
+int64_t held_resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  int64_t resident_kib = 0;
+  for (std::string line; std::getline(status, line);)
+    if (line.starts_with("VmRSS:")) resident_kib = std::stoll(line.substr(6));
+  return resident_kib * 1024 - static_cast<int64_t>(mallinfo2().fordblks);
 }
 
 Metrics::Metrics(const std::string& path, MetricsSetup setup, bool enabled) : setup_(std::move(setup)) {
@@ -59,9 +71,13 @@ void Metrics::log_step(const StepRecord& record) {
   if (step_time_known) line["step_time_s"] = record.step_seconds;
   const double peak_rss_mib = static_cast<double>(record.peak_rss_bytes) / kBytesPerMiB;
   if (record.peak_rss_bytes > 0) line["peak_rss_mb"] = peak_rss_mib;
+  const double peak_device_mib = static_cast<double>(record.peak_device_bytes) / kBytesPerMiB;
+  if (record.peak_device_bytes > 0) line["peak_device_mb"] = peak_device_mib;
   line["global_batch"] = setup_.global_batch;
   line["elapsed_s"] = elapsed_seconds();
   append(json_text(line));
+  last_step_ = record;
+  rewrite_prometheus_file();
 
   const double terms_left =
       static_cast<double>((setup_.total_steps - record.step) * setup_.global_batch * setup_.terms_per_example);
@@ -69,6 +85,7 @@ void Metrics::log_step(const StepRecord& record) {
   if (mfu_known) resources += fmt::format(" | MFU {:.1f}%", 100.0 * record.mfu);
   if (step_time_known) resources += fmt::format(" | {:.1f} ms/step", 1000.0 * record.step_seconds);
   if (record.peak_rss_bytes > 0) resources += fmt::format(" | peak RSS {:.0f} MiB", peak_rss_mib);
+  if (record.peak_device_bytes > 0) resources += fmt::format(" | peak GPU {:.0f} MiB", peak_device_mib);
   fmt::print("step {}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.3f} | {:.0f} {}/s{} | ETA {}\n", record.step,
              setup_.total_steps, record.loss, record.lr, record.grad_norm, record.terms_per_second, setup_.term_unit,
              resources, clock_text(terms_left / record.terms_per_second));
@@ -86,9 +103,26 @@ void Metrics::log_eval(int64_t step, double val_loss, double val_accuracy) {
   }
   line["val_accuracy"] = val_accuracy;
   append(json_text(line));
+  last_val_loss_ = val_loss;
+  rewrite_prometheus_file();
   fmt::print("step {}/{} | val_loss {:.4f}{} | val_accuracy {:.4f}\n", step, setup_.total_steps, val_loss,
              perplexity_text, val_accuracy);
   std::fflush(stdout);
+}
+
+// Monitoring must not cost the training: a file that cannot be written (its directory missing,
+// a full disk) is reported once, and every later log step tries again.
+void Metrics::rewrite_prometheus_file() {
+  if (!setup_.prometheus || !last_step_) return;
+  try {
+    write_file_atomically(setup_.prometheus->path,
+                          prometheus_text(*setup_.prometheus, setup_.term_unit, *last_step_, last_val_loss_));
+  } catch (const std::system_error& error) {
+    if (!prometheus_failure_reported_)
+      fmt::print(stderr, "trainctl-runtime: warning: {}; training goes on, the Prometheus file is retried at each log\n",
+                 error.what());
+    prometheus_failure_reported_ = true;
+  }
 }
 
 void Metrics::log_event(int64_t step, const std::string& event, const std::string& detail) {

@@ -1,5 +1,7 @@
 // Metrics of a run: rank 0 appends one JSON object per logged step to metrics.jsonl (the file
-// `trainctl status` reads) and prints a progress line with an ETA for people reading the log.
+// `trainctl status` reads), prints a progress line with an ETA for people reading the log and,
+// with [metrics] prometheus, rewrites a Prometheus textfile of the latest values
+// (prometheus_file.h).
 // Throughput counts the model's loss terms: samples for a classifier, tokens for a language
 // model, which also reports validation perplexity.
 #pragma once
@@ -8,7 +10,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
+
+#include "prometheus_file.h"
 
 namespace trainctl {
 
@@ -21,10 +26,15 @@ struct StepRecord {
   double mfu = std::numeric_limits<double>::quiet_NaN();  // model FLOPs utilisation, a fraction; NaN: unknown
   double step_seconds = std::numeric_limits<double>::quiet_NaN();  // mean wall time of a step since the last log
   int64_t peak_rss_bytes = 0;  // the process's peak resident memory so far (peak_resident_bytes); 0: unknown
+  int64_t peak_device_bytes = 0;  // MemoryOps::peak_allocated_bytes; 0: no separate device memory
 };
 
 // This process's peak resident set size so far (getrusage's ru_maxrss), in bytes.
 int64_t peak_resident_bytes();
+// This process's resident set size now, less the heap that malloc holds free: memory that later
+// allocations reuse before the process grows. (Library start-up, cuBLAS's among them, frees
+// tens of MiB that stay resident.)
+int64_t held_resident_bytes();
 
 // What the metrics need to know about the run.
 struct MetricsSetup {
@@ -33,6 +43,7 @@ struct MetricsSetup {
   int64_t terms_per_example = 1;    // Model::loss_terms_per_example()
   std::string term_unit = "samples";  // Model::term_unit(): "samples" or "tokens"
   bool language_model = false;      // validation also reports perplexity, exp(val_loss)
+  std::optional<PrometheusFile> prometheus = std::nullopt;  // unset: no Prometheus textfile
 };
 
 class Metrics {
@@ -44,10 +55,12 @@ class Metrics {
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  // JSON keys: step, loss, lr, grad_norm, samples_per_s or tokens_per_s, mfu, step_time_s and
-  // peak_rss_mb (each when known), global_batch, elapsed_s.
+  // JSON keys: step, loss, lr, grad_norm, samples_per_s or tokens_per_s, mfu, step_time_s,
+  // peak_rss_mb and peak_device_mb (each when known), global_batch, elapsed_s. Rewrites the
+  // Prometheus file.
   void log_step(const StepRecord& record);
   // val_accuracy is the fraction of loss terms (rows, or tokens) whose argmax is the target.
+  // Rewrites the Prometheus file once a step has been logged, which it needs for its other values.
   void log_eval(int64_t step, double val_loss, double val_accuracy);
   // Run events (start, resume, checkpoint, stop) so the file tells the whole story of a run.
   void log_event(int64_t step, const std::string& event, const std::string& detail);
@@ -55,9 +68,13 @@ class Metrics {
 
  private:
   void append(const std::string& line);
+  void rewrite_prometheus_file();
 
   std::FILE* file_ = nullptr;
   MetricsSetup setup_;
+  std::optional<StepRecord> last_step_;
+  double last_val_loss_ = std::numeric_limits<double>::quiet_NaN();
+  bool prometheus_failure_reported_ = false;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 

@@ -13,6 +13,7 @@
 #include "atomic_file.h"
 #include "bad_input.h"
 #include "checkpoint_manager.h"
+#include "early_stopping.h"
 #include "exit_codes.h"
 #include "grad_sync.h"
 #include "heartbeat.h"
@@ -79,7 +80,8 @@ class Run {
     last_save_ = std::chrono::steady_clock::now();
     auto window_start = std::chrono::steady_clock::now();
     int64_t window_steps = 0;
-    while (step < spec_.train.steps) {
+    // A run that stopped early and is started again has nothing left to do.
+    while (step < spec_.train.steps && !patience_exhausted(best_, spec_.train.early_stop)) {
       const double lr = learning_rate(spec_.train, step);
       const double loss_sum = accumulate_gradients(step);
       const double grad_norm = average_and_clip_gradients();
@@ -101,27 +103,39 @@ class Run {
       // A signal on the last step needs no requeue: the run is done.
       const bool stop = agreed[1] > 0.0 && step < spec_.train.steps;
 
-      if (step % spec_.train.log_every == 0 || step == spec_.train.steps || stop) {
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
+      const auto step_end = std::chrono::steady_clock::now();
+      const bool last_step = step == spec_.train.steps;
+      const bool due_eval = spec_.train.eval_every > 0 && step % spec_.train.eval_every == 0;
+      // The last step is always evaluated, before its checkpoint, which then records the result.
+      const bool new_best = val_data_ && (due_eval || last_step) && evaluate(step);
+      const bool stop_early = !last_step && patience_exhausted(best_, spec_.train.early_stop);
+
+      if (step % spec_.train.log_every == 0 || last_step || stop || stop_early) {
+        const double seconds = std::chrono::duration<double>(step_end - window_start).count();
         const double terms_per_second = static_cast<double>(window_steps * global_terms_) / seconds;
         StepRecord record{step, last_loss_, lr, grad_norm, terms_per_second, model_flops_utilization(terms_per_second)};
         record.step_seconds = seconds / static_cast<double>(window_steps);
         record.peak_rss_bytes = peak_resident_bytes();
+        record.peak_device_bytes = device_.memory.peak_allocated_bytes();
         metrics_.log_step(record);
         window_start = std::chrono::steady_clock::now();
         window_steps = 0;
       }
-      if (val_data_ && spec_.train.eval_every > 0 && step % spec_.train.eval_every == 0) evaluate(step);
       const bool scheduled = spec_.checkpoint.every_steps > 0 && step % spec_.checkpoint.every_steps == 0;
-      if (scheduled || agreed[2] > 0.0 || stop || step == spec_.train.steps) save(step);
+      const bool keep_best = new_best && spec_.checkpoint.keep_best;
+      if (scheduled || agreed[2] > 0.0 || stop || last_step || stop_early || keep_best) save(step, new_best);
+      // Stopping early ends the run, so a stop signal at the same step needs no requeue.
+      if (stop_early) break;
       if (stop) {
         metrics_.log_event(step, "stop", "saved after a stop signal; exiting for requeue");
         return exit_code::kSavedRequeue;
       }
     }
-    const bool evaluated_last_step = spec_.train.eval_every > 0 && step % spec_.train.eval_every == 0;
-    if (val_data_ && !evaluated_last_step) evaluate(step);
+    if (patience_exhausted(best_, spec_.train.early_stop))
+      metrics_.log_event(step, "early_stop",
+                         fmt::format("{} evaluations without improving on val_loss {:.6f} of step {} by more than {}",
+                                     best_.evals_since_best, best_.val_loss, best_.step,
+                                     spec_.train.early_stop->min_delta));
     if (comm_.rank() == 0) write_file_atomically(layout_.completed(), fmt::format("{}\n", step));
     metrics_.log_event(step, "done", fmt::format("final loss {:.6f}", last_loss_));
     return exit_code::kDone;
@@ -139,7 +153,10 @@ class Run {
 
   MetricsSetup metrics_setup() const {
     const int64_t terms = model_->loss_terms_per_example();
-    return {spec_.train.steps, global_batch_, terms, model_->term_unit(), dynamic_cast<LanguageModel*>(model_.get()) != nullptr};
+    std::optional<PrometheusFile> prometheus;
+    if (spec_.metrics.prometheus) prometheus = prometheus_file_of_run(layout_, *spec_.metrics.prometheus);
+    return {spec_.train.steps, global_batch_, terms, model_->term_unit(),
+            dynamic_cast<LanguageModel*>(model_.get()) != nullptr, prometheus};
   }
 
   // The step training starts at: a resumed checkpoint's, or 0 with fresh weights.
@@ -147,6 +164,7 @@ class Run {
     if (comm_.rank() == 0) test_pause_point(layout_.path(), "startup", 0);
     if (std::optional<ResumedCheckpoint> resumed = checkpoints_.resume()) {
       last_loss_ = resumed->loss;
+      best_ = resumed->best;
       metrics_.log_event(resumed->step, "resume", resumed->path);
       heartbeat_.beat(resumed->step);
       return resumed->step;
@@ -159,7 +177,7 @@ class Run {
                                  : fmt::format("{} ranks, global batch {}", comm_.world_size(), global_batch_));
     // Test hook: the initial weights as a checkpoint, for comparisons with a reference
     // implementation from the same starting point.
-    if (test_save_initial()) save(0);
+    if (test_save_initial()) save(0, false);
     heartbeat_.beat(0);
     return 0;
   }
@@ -208,7 +226,8 @@ class Run {
            std::chrono::duration<double>(spec_.checkpoint.every_minutes * 60.0);
   }
 
-  void evaluate(int64_t step) {
+  // Returns whether the validation loss is the best so far.
+  bool evaluate(int64_t step) {
     if (comm_.rank() == 0) test_pause_point(layout_.path(), "eval", step);
     // Each rank scores a contiguous share of the validation set; the sums are combined.
     const int64_t examples = val_data_->examples();
@@ -228,11 +247,12 @@ class Run {
     const auto terms = static_cast<double>(examples * model_->loss_terms_per_example());
     last_val_loss_ = totals[0] / terms;
     metrics_.log_eval(step, last_val_loss_, totals[1] / terms);
+    return record_evaluation(best_, step, last_val_loss_, spec_.train.early_stop);
   }
 
-  void save(int64_t step) {
+  void save(int64_t step, bool new_best) {
     const SavedCheckpoint saved = checkpoints_.save(
-        {step, sampler_.epoch_of(step), step * global_batch_, last_loss_, last_val_loss_});
+        {step, sampler_.epoch_of(step), step * global_batch_, last_loss_, last_val_loss_, best_}, new_best);
     last_save_ = std::chrono::steady_clock::now();
     metrics_.log_event(step, "checkpoint",
                        fmt::format("{} ({:.1f} MB in {:.3f} s, {:.0f} MB/s)", saved.path, saved.megabytes,
@@ -257,6 +277,7 @@ class Run {
   std::chrono::steady_clock::time_point last_save_;
   double last_loss_ = std::nan("");
   double last_val_loss_ = std::nan("");
+  BestValidation best_;
   const int64_t test_signal_step_ = test_signal_step();
 };
 

@@ -2,6 +2,8 @@
 // step accumulates gradients over grad_accum micro-batches, averages them across ranks, clips,
 // and takes an optimizer step; then one small all-reduce agrees on the step's loss and on
 // whether to stop (a signal on any rank) or save (checkpoint.every_minutes on rank 0).
+// Evaluations keep the best validation loss, by which training may stop early and the best
+// checkpoint is kept (early_stopping.h).
 // Checkpoints (and resuming from them, so that a resumed run ends with the same weights as one
 // that was never interrupted) belong to the checkpoint manager.
 #pragma once

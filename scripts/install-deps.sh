@@ -11,10 +11,12 @@ packages=(
   libhdf5-dev hdf5-tools
   libcli11-dev libtomlplusplus-dev libfmt-dev doctest-dev nlohmann-json3-dev
   libopenblas-dev
+  libcairo2-dev fonts-dejavu-core  # trainctl plot: cairo draws the charts, in DejaVu Sans (found by fontconfig)
   slurm-wlm munge
   procps  # pgrep: the cluster script and the tests watch daemons with it; minimal systems lack it
   python3 python3-torch python3-h5py
   clang libclang-rt-14-dev  # libFuzzer and the sanitizers: scripts/fuzz.sh, the fuzz test
+  prometheus  # promtool: the tests check the [metrics] prometheus textfile with it
 )
 # time: /usr/bin/time measures the benchmarks' peak memory; patchelf sets the GPU pack's rpath.
 [[ "${1:-}" == "--bench" ]] && packages+=(bc patchelf time)
@@ -30,3 +32,8 @@ sudo_cmd=()
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Only promtool is wanted from the prometheus package: where systemd runs, the server it just
+# enabled and started (listening on :9090) is stopped and disabled again.
+if [[ " ${missing[*]} " == *" prometheus "* ]] && [[ -d /run/systemd/system ]]; then
+  "${sudo_cmd[@]}" systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <string_view>
 #include <vector>
 
@@ -213,6 +214,26 @@ JobSpec parse_job_spec(const toml::table& root, const std::string& file) {
   job.setup = parse_setup(reader);
   reader.reject_unknown();
   return job;
+}
+
+int64_t memory_bytes(std::string_view mem) {
+  const size_t unit_index = std::string_view("KMGT").find(mem.back());
+  const bool has_unit = unit_index != std::string_view::npos;
+  const std::string_view digits = has_unit ? mem.substr(0, mem.size() - 1) : mem;
+  constexpr int64_t kMebibyte = int64_t{1} << 20;
+  const int64_t unit = has_unit ? int64_t{1} << (10 * (unit_index + 1)) : kMebibyte;
+  int64_t count = 0;
+  int64_t bytes = 0;
+  if (std::from_chars(digits.data(), digits.data() + digits.size(), count).ec != std::errc{} ||
+      __builtin_mul_overflow(count, unit, &bytes))
+    return std::numeric_limits<int64_t>::max();
+  return bytes;
+}
+
+std::string slurm_time(int64_t seconds) {
+  const int64_t days = seconds / 86400, hours = seconds % 86400 / 3600, minutes = seconds % 3600 / 60;
+  if (days > 0) return fmt::format("{}-{:02}:{:02}:{:02}", days, hours, minutes, seconds % 60);
+  return fmt::format("{}:{:02}:{:02}", hours, minutes, seconds % 60);
 }
 
 }  // namespace trainctl

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <toml++/toml.h>
@@ -47,5 +48,12 @@ struct JobSpec {
 
 // Reads [job] of `root`; throws ConfigError (file:line:col, key, message).
 JobSpec parse_job_spec(const toml::table& root, const std::string& file);
+
+// The bytes of a job.mem value (as parse_job_spec accepts it): SLURM's units K, M (the default),
+// G and T are powers of 1024. Saturates at INT64_MAX.
+int64_t memory_bytes(std::string_view mem);
+
+// A time limit of `seconds` as SLURM writes one: "H:MM:SS", or "D-HH:MM:SS" from a day up.
+std::string slurm_time(int64_t seconds);
 
 }  // namespace trainctl

@@ -48,9 +48,10 @@ uint64_t crc32_of(const std::vector<float>& values) {
   return crc32_z(0L, reinterpret_cast<const Bytef*>(values.data()), values.size() * sizeof(float));
 }
 
-void write_tensor(hid_t group, const Tensor& tensor) {
-  write_floats(group, tensor.name, tensor.shape, tensor.values.data());
-  H5Handle dataset(H5_CHECK(H5Dopen2(group, tensor.name.c_str(), H5P_DEFAULT)), H5Dclose);
+// `name`: the dataset's name in `group` (an optimizer state's tensor is named "<param>/<state>").
+void write_tensor(hid_t group, const std::string& name, const Tensor& tensor) {
+  write_floats(group, name, tensor.shape, tensor.values.data());
+  H5Handle dataset(H5_CHECK(H5Dopen2(group, name.c_str(), H5P_DEFAULT)), H5Dclose);
   write_attribute(dataset.get(), "crc32", crc32_of(tensor.values));
 }
 
@@ -76,6 +77,9 @@ void for_each_meta_attribute(Meta& meta, Visit visit) {
   visit("optimizer", meta.optimizer);
   visit("optimizer_step", meta.optimizer_step);
   visit("loss", meta.loss);
+  visit("best_val_loss", meta.best.val_loss);
+  visit("best_step", meta.best.step);
+  visit("evals_since_best", meta.best.evals_since_best);
   visit("config", meta.config_text);
   visit("hostnames", meta.hostnames);
   visit("trainctl_version", meta.trainctl_version);
@@ -156,7 +160,7 @@ void write_checkpoint_file(const std::string& path, const Checkpoint& checkpoint
   {
     write_meta(file.get(), checkpoint.meta);
     H5Handle model = create_group(file.get(), "model");
-    for (const Tensor& tensor : checkpoint.model) write_tensor(model.get(), tensor);
+    for (const Tensor& tensor : checkpoint.model) write_tensor(model.get(), tensor.name, tensor);
     if (midway) midway();
     H5Handle optimizer = create_group(file.get(), "optimizer");
     for (const Tensor& tensor : checkpoint.optimizer_state) {
@@ -164,7 +168,7 @@ void write_checkpoint_file(const std::string& path, const Checkpoint& checkpoint
       const std::string param = tensor.name.substr(0, slash);
       if (!has_link(optimizer.get(), param)) create_group(optimizer.get(), param);
       H5Handle group = open_group(optimizer.get(), param);
-      write_tensor(group.get(), Tensor{tensor.name.substr(slash + 1), tensor.shape, tensor.values});
+      write_tensor(group.get(), tensor.name.substr(slash + 1), tensor);
     }
   }
   // With every object closed, closing the file flushes HDF5's buffers: where a full disk shows.

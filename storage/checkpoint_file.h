@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -20,14 +21,23 @@
 namespace trainctl {
 
 // The version written and the only one read. 2 added model_kind; 3 the whole-file checksum in the
-// sidecar. Files of versions 1 and 2 (before any release) are not read: their sidecars record no
+// sidecar; 4 the best validation (best_val_loss, best_step, evals_since_best). Files of versions 1 and 2 (before any release) are not read: their sidecars record no
 // whole-file checksum, and HDF5 must not parse a file that none verified.
-constexpr int64_t kCheckpointFormatVersion = 3;
+constexpr int64_t kCheckpointFormatVersion = 4;
 
 struct Tensor {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<float> values;
+};
+
+// The best validation loss so far: what early stopping and checkpoint.keep_best judge by. It is
+// resumable state, so that a resumed run stops at the step and keeps the checkpoint that an
+// uninterrupted one would.
+struct BestValidation {
+  double val_loss = std::numeric_limits<double>::quiet_NaN();  // NaN: no evaluation yet
+  int64_t step = 0;              // the step of that evaluation
+  int64_t evals_since_best = 0;  // evaluations since, none of which improved on it
 };
 
 struct CheckpointMeta {
@@ -42,6 +52,7 @@ struct CheckpointMeta {
   std::string optimizer;        // "sgd" | "adamw"
   int64_t optimizer_step = 0;   // AdamW's bias-correction count
   double loss = 0.0;            // mean train loss of the last step
+  BestValidation best;
   std::string config_text;      // the resolved config the run trained with
   std::string hostnames;        // comma-separated, rank order
   std::string trainctl_version = TRAINCTL_VERSION;

@@ -5,7 +5,7 @@
 // sidecars; the errors for a flipped data byte (located with H5Dget_offset), a rewritten step or
 // config attribute, a flipped byte in the superblock or an object header, a truncated file, a
 // missing sidecar or one without the file's checksum (as versions 1 and 2 wrote), a name that
-// disagrees with the stored step and a format_version other than 3; resuming past each; atomic
+// disagrees with the stored step and a format_version other than 4; resuming past each; atomic
 // writes leaving no temporary; and writes that fail (a file size limit standing in for a full
 // disk) leaving nothing behind, with the path and the OS's reason in the error.
 #include <doctest/doctest.h>
@@ -413,11 +413,11 @@ TEST_CASE("an unknown format_version is rejected") {
   TempDir dir;
   const std::string path = save(dir, 3);
   set_format_version(path, 99);
-  CHECK(load_error(path) == path + ": format_version 99 is not supported (this trainctl reads 3)");
+  CHECK(load_error(path) == path + ": format_version 99 is not supported (this trainctl reads 4)");
   set_format_version(path, 2);
-  CHECK(load_error(path) == path + ": format_version 2 is not supported (this trainctl reads 3)");
+  CHECK(load_error(path) == path + ": format_version 2 is not supported (this trainctl reads 4)");
   set_format_version(path, 0);
-  CHECK(load_error(path) == path + ": format_version 0 is not supported (this trainctl reads 3)");
+  CHECK(load_error(path) == path + ": format_version 0 is not supported (this trainctl reads 4)");
 }
 
 // Their sidecars record no file checksum, so HDF5 must not open them; trainctl was never released

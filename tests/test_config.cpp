@@ -275,6 +275,33 @@ TEST_CASE("values out of range name the bound") {
         "FILE:16:17: checkpoint.every_minutes: must not be negative (0 disables)");
 }
 
+TEST_CASE("early stopping and keep_best are read, and need a validation set evaluated every N steps") {
+  const std::string validated = with_key(with_key(kMinimalConfig, "[data]", R"(val = "val.h5")"), "[train]",
+                                         "eval_every = 10\nearly_stop = { patience = 4, min_delta = 0.01 }");
+  const trainctl::RunSpec spec = *load_text(validated + "[checkpoint]\nkeep_best = true\n").run;
+  REQUIRE(spec.train.early_stop.has_value());
+  CHECK(spec.train.early_stop->metric == "val_loss");
+  CHECK(spec.train.early_stop->patience == 4);
+  CHECK(spec.train.early_stop->min_delta == 0.01);
+  CHECK(spec.checkpoint.keep_best);
+
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "early_stop = { patience = 2 }")) ==
+        "FILE:12:14: train.early_stop: is judged by the validation loss: set data.val to a validation set");
+  CHECK(load_error(with_key(with_key(kMinimalConfig, "[data]", R"(val = "val.h5")"), "[train]",
+                            "early_stop = { patience = 2 }")) ==
+        "FILE:13:14: train.early_stop: is judged by the validation loss: set train.eval_every to evaluate every N steps");
+  CHECK(load_error(with_checkpoint_key("keep_best = true")) ==
+        "FILE:16:13: checkpoint.keep_best: is judged by the validation loss: set data.val to a validation set");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "early_stop = { min_delta = 0.1 }")) ==
+        "FILE:12:14: train.early_stop.patience: required key is missing");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", R"(early_stop = { patience = 2, metric = "loss" })")) ==
+        R"(FILE:12:39: train.early_stop.metric: must be one of "val_loss" (got "loss"))");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "early_stop = { patience = 2, min_delta = -1.0 }")) ==
+        "FILE:12:42: train.early_stop.min_delta: must not be negative");
+  CHECK(load_error(with_key(kMinimalConfig, "[train]", "early_stop = 3")) ==
+        "FILE:12:14: train.early_stop: expected a table, got an integer");
+}
+
 TEST_CASE("warmup may last the whole run") {
   CHECK(load_text(with_key(kMinimalConfig, "[train]", "warmup_steps = 100")).run->train.warmup_steps == 100);
 }

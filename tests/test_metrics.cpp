@@ -1,25 +1,34 @@
 // Tests for run metrics (runtime/metrics.cpp): the JSON lines of metrics.jsonl in their key order,
 // throughput in the model's unit (samples or tokens), MFU when known and left out when not,
-// validation perplexity for a language model only, and the progress lines with their ETA.
+// validation perplexity for a language model only, and the progress lines with their ETA; the
+// Prometheus textfile (runtime/prometheus_file.cpp): its exact text, where it goes, when it is
+// rewritten, and that promtool accepts it.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "bad_input.h"
+#include "check.h"
 #include "json.h"
 #include "metrics.h"
+#include "prometheus_file.h"
 
 using trainctl::Json;
 using trainctl::Metrics;
 using trainctl::MetricsSetup;
+using trainctl::PrometheusFile;
+using trainctl::StepRecord;
 
 namespace {
 
@@ -41,16 +50,16 @@ class ScratchPath {
   std::string path_;
 };
 
-// What `write` prints to stdout.
-std::string printed_by(const std::function<void()>& write) {
-  std::fflush(stdout);
+// What `write` prints to `stream`: stdout unless told.
+std::string printed_by(const std::function<void()>& write, int stream = STDOUT_FILENO) {
+  std::fflush(nullptr);
   std::FILE* capture = std::tmpfile();
   REQUIRE(capture != nullptr);
-  const int saved = ::dup(STDOUT_FILENO);
-  ::dup2(::fileno(capture), STDOUT_FILENO);
+  const int saved = ::dup(stream);
+  ::dup2(::fileno(capture), stream);
   write();
-  std::fflush(stdout);
-  ::dup2(saved, STDOUT_FILENO);
+  std::fflush(nullptr);
+  ::dup2(saved, stream);
   ::close(saved);
   std::rewind(capture);
   std::string text;
@@ -64,6 +73,11 @@ std::vector<Json> records_in(const std::string& path) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) records.push_back(Json::parse(line));
   return records;
+}
+
+std::string text_of(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 std::vector<std::string> keys_of(const Json& record) {
@@ -138,6 +152,25 @@ TEST_CASE("a step logs its time and the process's peak memory, when known") {
   CHECK(records[0]["peak_rss_mb"] == 123.0);
 }
 
+TEST_CASE("a step logs the device's peak memory only where the device has memory of its own") {
+  const ScratchPath scratch("device.jsonl");
+  std::string printed;
+  {
+    Metrics metrics(scratch.str(), classifier_setup(), /*enabled=*/true);
+    StepRecord record{10, 0.5, 0.001, 1.25, 144.0};
+    record.peak_rss_bytes = int64_t{123} << 20;
+    record.peak_device_bytes = int64_t{456} << 20;
+    printed = printed_by([&] { metrics.log_step(record); });
+  }
+  CHECK(printed == "step 10/100 | loss 0.5000 | lr 1.000e-03 | grad_norm 1.250 | 144 samples/s | peak RSS 123 MiB | "
+                   "peak GPU 456 MiB | ETA 0:00:05\n");
+  const std::vector<Json> records = records_in(scratch.str());
+  REQUIRE(records.size() == 1);
+  CHECK(keys_of(records[0]) == std::vector<std::string>{"step", "loss", "lr", "grad_norm", "samples_per_s",
+                                                        "peak_rss_mb", "peak_device_mb", "global_batch", "elapsed_s"});
+  CHECK(records[0]["peak_device_mb"] == 456.0);
+}
+
 TEST_CASE("the peak resident memory covers memory the process has touched") {
   const int64_t before = trainctl::peak_resident_bytes();
   constexpr size_t kTouched = size_t{64} << 20;
@@ -197,4 +230,149 @@ TEST_CASE("a throughput unit other than samples or tokens is refused") {
   setup.term_unit = "images";
   CHECK_THROWS_WITH_AS(Metrics("/nonexistent/metrics.jsonl", setup, /*enabled=*/false),
                        "term unit \"images\" is neither samples nor tokens", std::invalid_argument);
+}
+
+namespace {
+
+// Labels that need every escape of the exposition format: backslash, double quote and newline.
+PrometheusFile prometheus_file_at(const std::string& path) { return {path, "4242", "run \"a\\b\"\nc", "node1", 2}; }
+
+// A step with every value known; 0.1 + 0.2 has no short decimal that reads back as itself.
+StepRecord known_step() {
+  StepRecord record{60, 0.1 + 0.2, 0.001, 1.25, 144.0};
+  record.mfu = 0.125;
+  record.step_seconds = 0.0625;
+  record.peak_rss_bytes = int64_t{123} << 20;
+  record.peak_device_bytes = int64_t{456} << 20;
+  return record;
+}
+
+}  // namespace
+
+TEST_CASE("the Prometheus text has a gauge for each value, labelled with the job, run and host") {
+  CHECK(trainctl::prometheus_text(prometheus_file_at("unused.prom"), "samples", known_step(), 0.25) ==
+        R"(# HELP trainctl_step The optimizer step of the last logged metrics.
+# TYPE trainctl_step gauge
+trainctl_step{job="4242",run="run \"a\\b\"\nc",host="node1"} 60
+# HELP trainctl_loss Training loss at that step, the mean over the global batch.
+# TYPE trainctl_loss gauge
+trainctl_loss{job="4242",run="run \"a\\b\"\nc",host="node1"} 0.30000000000000004
+# HELP trainctl_val_loss Validation loss of the latest evaluation.
+# TYPE trainctl_val_loss gauge
+trainctl_val_loss{job="4242",run="run \"a\\b\"\nc",host="node1"} 0.25
+# HELP trainctl_samples_per_second Training throughput in samples per second, over the steps since the previous log.
+# TYPE trainctl_samples_per_second gauge
+trainctl_samples_per_second{job="4242",run="run \"a\\b\"\nc",host="node1"} 144
+# HELP trainctl_step_seconds Mean wall time of an optimizer step since the previous log.
+# TYPE trainctl_step_seconds gauge
+trainctl_step_seconds{job="4242",run="run \"a\\b\"\nc",host="node1"} 0.0625
+# HELP trainctl_mfu Model FLOPs utilisation: the fraction of the devices' dense peak reached.
+# TYPE trainctl_mfu gauge
+trainctl_mfu{job="4242",run="run \"a\\b\"\nc",host="node1"} 0.125
+# HELP trainctl_peak_rss_bytes Peak resident memory of rank 0's process so far.
+# TYPE trainctl_peak_rss_bytes gauge
+trainctl_peak_rss_bytes{job="4242",run="run \"a\\b\"\nc",host="node1"} 128974848
+# HELP trainctl_peak_device_bytes Peak device memory rank 0's process has allocated so far.
+# TYPE trainctl_peak_device_bytes gauge
+trainctl_peak_device_bytes{job="4242",run="run \"a\\b\"\nc",host="node1"} 478150656
+# HELP trainctl_requeues Times SLURM has requeued the job (SLURM_RESTART_COUNT).
+# TYPE trainctl_requeues gauge
+trainctl_requeues{job="4242",run="run \"a\\b\"\nc",host="node1"} 2
+)");
+}
+
+TEST_CASE("the Prometheus text leaves out what is unknown: validation before an evaluation, MFU, memory") {
+  const PrometheusFile file{"unused.prom", "mlp-demo", "mlp-demo", "node1", 0};
+  CHECK(trainctl::prometheus_text(file, "tokens", {10, 2.5, 6e-4, 0.75, 5120.0}, std::nan("")) ==
+        R"(# HELP trainctl_step The optimizer step of the last logged metrics.
+# TYPE trainctl_step gauge
+trainctl_step{job="mlp-demo",run="mlp-demo",host="node1"} 10
+# HELP trainctl_loss Training loss at that step, the mean over the global batch.
+# TYPE trainctl_loss gauge
+trainctl_loss{job="mlp-demo",run="mlp-demo",host="node1"} 2.5
+# HELP trainctl_tokens_per_second Training throughput in tokens per second, over the steps since the previous log.
+# TYPE trainctl_tokens_per_second gauge
+trainctl_tokens_per_second{job="mlp-demo",run="mlp-demo",host="node1"} 5120
+# HELP trainctl_requeues Times SLURM has requeued the job (SLURM_RESTART_COUNT).
+# TYPE trainctl_requeues gauge
+trainctl_requeues{job="mlp-demo",run="mlp-demo",host="node1"} 0
+)");
+}
+
+TEST_CASE("the Prometheus file sits in the run directory unless absolute, labelled with SLURM's job id when set") {
+  const trainctl::RunLayout layout("/runs/mlp-demo");
+  ::unsetenv("SLURM_JOB_ID");
+  ::unsetenv("SLURM_RESTART_COUNT");
+  const PrometheusFile local = trainctl::prometheus_file_of_run(layout, "metrics.prom");
+  CHECK(local.path == "/runs/mlp-demo/metrics.prom");
+  CHECK(local.job == "mlp-demo");
+  CHECK(local.run == "mlp-demo");
+  CHECK(local.host == trainctl::this_host_name());
+  CHECK(local.requeues == 0);
+
+  ::setenv("SLURM_JOB_ID", "4242", 1);
+  ::setenv("SLURM_RESTART_COUNT", "3", 1);
+  const PrometheusFile requeued =
+      trainctl::prometheus_file_of_run(trainctl::RunLayout("/runs/mlp-demo/"), "/var/lib/node-exporter/t.prom");
+  CHECK(requeued.path == "/var/lib/node-exporter/t.prom");
+  CHECK(requeued.job == "4242");
+  CHECK(requeued.run == "mlp-demo");
+  CHECK(requeued.requeues == 3);
+
+  ::setenv("SLURM_RESTART_COUNT", "three", 1);
+  CHECK_THROWS_WITH_AS(trainctl::prometheus_file_of_run(layout, "metrics.prom"),
+                       "SLURM_RESTART_COUNT=\"three\" is not a count", trainctl::BadInput);
+  ::unsetenv("SLURM_JOB_ID");
+  ::unsetenv("SLURM_RESTART_COUNT");
+}
+
+TEST_CASE("rank 0 rewrites the Prometheus file at each logged step and after each evaluation, once a step is logged") {
+  const ScratchPath jsonl("prometheus.jsonl"), prom("rank0.prom"), silent_prom("silent.prom");
+  MetricsSetup setup = classifier_setup();
+  setup.prometheus = prometheus_file_at(prom.str());
+  MetricsSetup silent_setup = classifier_setup();
+  silent_setup.prometheus = prometheus_file_at(silent_prom.str());
+  Metrics metrics(jsonl.str(), setup, /*enabled=*/true);
+  Metrics silent(jsonl.str(), silent_setup, /*enabled=*/false);
+  const StepRecord step = known_step();
+  printed_by([&] { metrics.log_eval(5, 0.75, 0.5); });
+  CHECK_FALSE(std::filesystem::exists(prom.str()));
+  printed_by([&] { metrics.log_step(step); });
+  CHECK(text_of(prom.str()) == trainctl::prometheus_text(*setup.prometheus, "samples", step, 0.75));
+  printed_by([&] { metrics.log_eval(60, 0.25, 0.875); });
+  CHECK(text_of(prom.str()) == trainctl::prometheus_text(*setup.prometheus, "samples", step, 0.25));
+  silent.log_step(step);
+  silent.log_eval(60, 0.25, 0.875);
+  CHECK_FALSE(std::filesystem::exists(silent_prom.str()));
+}
+
+TEST_CASE("a Prometheus file that cannot be written is reported once and retried; training goes on") {
+  const ScratchPath jsonl("unwritable.jsonl"), directory("later-dir");
+  MetricsSetup setup = classifier_setup();
+  setup.prometheus = prometheus_file_at(directory.str() + "/run.prom");
+  Metrics metrics(jsonl.str(), setup, /*enabled=*/true);
+  std::string warnings = printed_by([&] { printed_by([&] { metrics.log_step(known_step()); }); }, STDERR_FILENO);
+  warnings += printed_by([&] { printed_by([&] { metrics.log_step(known_step()); }); }, STDERR_FILENO);
+  CHECK(warnings.starts_with("trainctl-runtime: warning: cannot write " + directory.str() + "/run.prom"));
+  CHECK(warnings.find("training goes on") != std::string::npos);
+  CHECK(warnings.find('\n') == warnings.size() - 1);  // once
+  CHECK(records_in(jsonl.str()).size() == 2);
+  std::filesystem::create_directory(directory.str());
+  printed_by([&] { metrics.log_step(known_step()); });
+  CHECK(std::filesystem::exists(directory.str() + "/run.prom"));
+  std::filesystem::remove(directory.str() + "/run.prom");
+}
+
+TEST_CASE("promtool accepts the Prometheus file") {
+  REQUIRE_MESSAGE(std::system("command -v promtool >/dev/null 2>&1") == 0,
+                  "promtool is missing: scripts/install-deps.sh installs it (Debian package prometheus)");
+  const ScratchPath prom("promtool.prom");
+  std::ofstream(prom.str()) << trainctl::prometheus_text(prometheus_file_at(prom.str()), "samples", known_step(), 0.25);
+  std::FILE* check = ::popen(("promtool check metrics < '" + prom.str() + "' 2>&1").c_str(), "r");
+  REQUIRE(check != nullptr);
+  std::string output;
+  for (int c = std::fgetc(check); c != EOF; c = std::fgetc(check)) output += static_cast<char>(c);
+  const int status = ::pclose(check);
+  INFO("promtool check metrics: " << output);
+  CHECK(status == 0);
 }

@@ -30,6 +30,7 @@ class OutcomeRun {
   OutcomeRun& operator=(const OutcomeRun&) = delete;
 
   trainctl::RunStatus record() const { return trainctl::read_run_record(trainctl::RunDir(root_.string())); }
+  void write_metrics(const std::string& lines) const { std::ofstream(trainctl::RunDir(root_.string()).metrics()) << lines; }
 
  private:
   fs::path root_;
@@ -50,6 +51,24 @@ TEST_CASE("a completed job's record keeps why it was requeued, and the note name
   trainctl::Json record = trainctl::Json::object();
   trainctl::add_run_status(record, status);
   CHECK(record["requeue_reasons"].size() == 2);
+}
+
+TEST_CASE("a run that stopped early says at which step, in the note and its JSON") {
+  const OutcomeRun run("completed\n");
+  run.write_metrics(R"({"step":40,"val_loss":0.5,"val_accuracy":0.8}
+{"step":40,"event":"checkpoint","detail":"step-00000040.h5"}
+{"step":40,"event":"early_stop","detail":"2 evaluations without improving"}
+{"step":40,"event":"done","detail":"final loss 0.4"}
+)");
+  trainctl::RunStatus status = run.record();
+  trainctl::settle_state(status, trainctl::SlurmView{"COMPLETED", "None", 0});
+  CHECK(status.stopped_early_at == 40);
+  CHECK(trainctl::status_note(status) == "completed; stopped early at step 40");
+  trainctl::Json record = trainctl::Json::object();
+  CHECK(trainctl::add_run_status(record, status)["stopped_early_at"] == 40);
+
+  run.write_metrics(R"({"step":40,"event":"done","detail":"final loss 0.4"})");
+  CHECK_FALSE(run.record().stopped_early_at.has_value());
 }
 
 TEST_CASE("a requeue outcome is no end: SLURM's state, else unknown") {

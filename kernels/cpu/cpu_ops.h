@@ -63,6 +63,7 @@ void fill_zero(Stream stream, float* x, int64_t n);
 void pin_host(void* host, size_t bytes);
 void unpin_host(void* host);
 double peak_flops(bool bf16);
+int64_t peak_allocated_bytes();
 
 // blas.cpp
 void gemm(Stream stream, const Gemm& gemm);

@@ -1,5 +1,6 @@
-// The CPU's memory family: host memory is device memory, so copies are memcpy and binding and
-// pinning do nothing; peak_flops estimates the dense fp32 FMA peak from /proc/cpuinfo.
+// The CPU's memory family: host memory is device memory, so copies are memcpy, binding and
+// pinning do nothing and there is no separate device peak; peak_flops estimates the dense fp32 FMA
+// peak from /proc/cpuinfo.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -83,5 +84,7 @@ double peak_flops(bool) {
   static const double peak = estimate_peak_flops();
   return peak;
 }
+
+int64_t peak_allocated_bytes() { return 0; }
 
 }  // namespace trainctl::cpu

@@ -22,6 +22,7 @@ constexpr Device kCudaDevice{
             .pin_host = cuda_kernels::pin_host,
             .unpin_host = cuda_kernels::unpin_host,
             .peak_flops = cuda_kernels::peak_flops,
+            .peak_allocated_bytes = cuda_kernels::peak_allocated_bytes,
         },
     .blas = {.gemm = cuda_kernels::gemm, .gemm_bf16 = cuda_kernels::gemm_bf16},
     .elementwise =

@@ -26,6 +26,7 @@ void fill_zero(Stream stream, float* x, int64_t n);
 void pin_host(void* host, size_t bytes);
 void unpin_host(void* host);
 double peak_flops(bool bf16);
+int64_t peak_allocated_bytes();
 // Copies `bytes` between host and device (either way) after the work before it on `stream`, and
 // returns when the copy is done: waits for that stream only.
 void copy_and_wait(cudaStream_t stream, void* dst, const void* src, size_t bytes);

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "cuda/cuda_check.h"
+#include "cuda/cuda_ops.h"
 
 namespace trainctl::cuda_kernels {
 
@@ -24,15 +25,16 @@ class DeviceScratch {
   DeviceScratch& operator=(const DeviceScratch&) = delete;
 
   // At least `bytes` bytes for work ordered on `stream`; what an earlier call left there is lost
-  // when it grows. cudaFree waits for the device, so no kernel still in flight uses the old
-  // memory, and the zeroing is ordered before the work that follows on `stream`.
+  // when it grows. release (cudaFree) waits for the device, so no kernel still in flight uses the
+  // old memory, and the zeroing is ordered before the work that follows on `stream`. Through
+  // alloc and release, so that the peak device memory of the metrics counts scratch too.
   template <typename T = void>
   T* get(size_t bytes, cudaStream_t stream) {
     if (bytes > capacity_) {
-      if (data_ != nullptr) CUDA_CHECK(cudaFree(data_));
+      if (data_ != nullptr) release(data_);
       data_ = nullptr;
       capacity_ = 0;
-      CUDA_CHECK(cudaMalloc(&data_, bytes));
+      data_ = alloc(bytes);
       if (zero_when_grown_) CUDA_CHECK(cudaMemsetAsync(data_, 0, bytes, stream));
       capacity_ = bytes;
     }

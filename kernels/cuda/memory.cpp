@@ -1,11 +1,15 @@
-// The CUDA memory family: binding a rank to its GPU, device memory, copies ordered on a stream,
-// page-locked host memory, and the GPU's peak FLOP/s from a table of known products.
+// The CUDA memory family: binding a rank to its GPU, device memory and its peak use, copies
+// ordered on a stream, page-locked host memory, and the GPU's peak FLOP/s from a table of known
+// products.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -41,6 +45,31 @@ constexpr PeakFlops kPeakFlops[] = {
     {8, 0, "A100", 312e12, 19.5e12},  // SXM4 and PCIe alike
 };
 
+// The sizes of alloc's live allocations, for peak_allocated_bytes. Allocations are few (the
+// model's buffers at start, checkpoint staging at the first save), so a lock that makes alloc and
+// release safe from any thread costs nothing.
+struct AllocationLedger {
+  std::mutex mutex;
+  std::unordered_map<void*, size_t> sizes;
+  size_t live_bytes = 0;
+  size_t peak_bytes = 0;
+};
+
+// Never destroyed: buffers may still be released by other objects' destructors at exit.
+AllocationLedger& ledger() {
+  static AllocationLedger* const instance = new AllocationLedger;
+  return *instance;
+}
+
+void forget_allocation(void* pointer) {
+  AllocationLedger& book = ledger();
+  const std::lock_guard lock(book.mutex);
+  const auto found = book.sizes.find(pointer);
+  if (found == book.sizes.end()) return;
+  book.live_bytes -= found->second;
+  book.sizes.erase(found);
+}
+
 }  // namespace
 
 void bind_local(int local_rank, int local_size) {
@@ -61,13 +90,25 @@ void bind_local(int local_rank, int local_size) {
 void* alloc(size_t bytes) {
   void* pointer = nullptr;
   CUDA_CHECK(cudaMalloc(&pointer, bytes));
+  AllocationLedger& book = ledger();
+  const std::lock_guard lock(book.mutex);
+  book.sizes.emplace(pointer, bytes);
+  book.live_bytes += bytes;
+  book.peak_bytes = std::max(book.peak_bytes, book.live_bytes);
   return pointer;
+}
+
+int64_t peak_allocated_bytes() {
+  AllocationLedger& book = ledger();
+  const std::lock_guard lock(book.mutex);
+  return static_cast<int64_t>(book.peak_bytes);
 }
 
 // release and unpin_host run in destructors, also while a CheckFailure unwinds the stack. After a
 // device fault every later call fails too; reporting that again would throw out of a destructor
 // during unwinding and terminate before the first failure is reported, so it is dropped there.
 void release(void* pointer) {
+  forget_allocation(pointer);
   if (std::uncaught_exceptions() > 0) {
     static_cast<void>(cudaFree(pointer));
     return;

@@ -2,7 +2,7 @@
 # On the real one-node cluster: trainctl submit runs a 2-rank job to completion through
 # sbatch and srun --mpi=pmix; status (table, --json, and every run under runs/) and logs (also
 # followed) report it; a second submit to the same run directory is refused; cancel ends a
-# running job.
+# running job. A job that stops early is COMPLETED, never requeued, and status says so.
 source "$(dirname "$0")/lib.sh"
 require_cluster 1
 make_data
@@ -27,6 +27,13 @@ timeout 2 "$TRAINCTL" logs runs/submit-test -f >followed.txt || [ $? -eq 124 ] |
 cmp -s log.txt followed.txt || fail "logs -f printed something else than logs"
 grep -q "step 40/40 | loss" log.txt || fail "the log lacks the progress lines"
 [ "$(cat runs/submit-test/job.outcome)" = completed ] || fail "job.outcome is not 'completed'"
+
+write_early_stop_config early.toml early-stop-test
+early_job=$(submit early.toml)
+wait_for_job "$early_job" 120 COMPLETED FAILED CANCELLED
+"$TRAINCTL" status runs/early-stop-test | tee early_status.txt
+grep -qE "early-stop-test +$early_job +COMPLETED +0 +55 .*completed; stopped early at step 55" early_status.txt ||
+  fail "the early-stopped job is not COMPLETED at step 55 without requeues"
 "$TRAINCTL" ckpt inspect runs/submit-test | grep -q "world_size 2, global_batch 64" || fail "checkpoint meta"
 
 if "$TRAINCTL" submit job.toml 2>refused.txt; then fail "a second submit reused the run directory"; fi

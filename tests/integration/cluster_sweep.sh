@@ -3,7 +3,8 @@
 # array. squeue, sampled throughout, never shows more than 2 tasks running. One task,
 # signalled mid-run, saves, requeues only itself (<array job>_<index>), resumes and ends with
 # weights bitwise equal to the same task run uninterrupted; the other tasks are untouched.
-# `sweep status` ends with 6 completed rows whose losses are those of each task's metrics.
+# `sweep status` ends with 6 completed rows whose losses are those of each task's metrics, and
+# `plot` draws the sweep at the size asked for.
 source "$(dirname "$0")/lib.sh"
 require_cluster 1
 make_data
@@ -54,6 +55,9 @@ grep -qE "trainctl: saved at step [0-9]+; requeuing job ${job}_5 \(requeue 1 of 
 
 "$TRAINCTL" sweep status "$sweep" | tee status.txt
 [ "$(grep -c ' COMPLETED ' status.txt)" = 6 ] || fail "sweep status does not show 6 completed tasks"
+grep -qxF "plot: trainctl plot $sweep  (writes $sweep/loss.png)" status.txt || fail "sweep status does not say where the plot goes"
+"$TRAINCTL" plot "$sweep" --width 800 --height 450 >/dev/null
+[ "$(png_size "$sweep/loss.png")" = 800x450 ] || fail "the sweep's plot is $(png_size "$sweep/loss.png"), not 800x450"
 "$TRAINCTL" sweep status "$sweep" --json >status.json
 python3 - "$sweep" status.json <<'PY' || fail "sweep status --json disagrees with the metrics files"
 import json, sys

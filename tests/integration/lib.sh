@@ -79,6 +79,16 @@ expect_exit() {
 
 checkpoint_of() { echo "$1/checkpoints/$(printf 'step-%08d.h5' "$2")"; }
 
+# png_size FILE: WIDTHxHEIGHT from the PNG's header (its IHDR chunk), or a failure if it is no PNG.
+png_size() {
+  /usr/bin/python3 - "$1" <<'PY'
+import struct, sys
+header = open(sys.argv[1], "rb").read(24)
+assert header[:8] == b"\x89PNG\r\n\x1a\n" and header[12:16] == b"IHDR", f"{sys.argv[1]} is not a PNG"
+print("%dx%d" % struct.unpack(">II", header[16:24]))
+PY
+}
+
 # The numeric value of a top-level field in the last metrics line that has it (the runtime writes
 # "key":value, Python's json.dumps "key": value).
 last_metric() { grep "\"$2\": \?[-0-9]" "$1/metrics.jsonl" | tail -n 1 | sed -E "s/.*\"$2\": ?([-0-9.e+]+).*/\1/"; }
@@ -214,4 +224,19 @@ unequal = [name for name in a if not torch.equal(a[name], b[name])]
 assert not unequal, f"tensors differ: {unequal}"
 print(f"final weights bitwise equal ({len(a)} tensors)")
 PY
+}
+
+# write_early_stop_config FILE NAME [table.key=value ...]: an MLP that overfits 256 training
+# samples (data/small.h5, data/small_val.h5, made here), evaluated every 5 steps with early
+# stopping (patience 3) and keep_best. Its validation loss falls until step 40 and rises from
+# step 45, so it stops early at step 55.
+write_early_stop_config() {
+  local file=$1 name=$2
+  shift 2
+  mkdir -p data
+  [ -e data/small.h5 ] || "$TRAINCTL" data synth -o data/small.h5 --val-out data/small_val.h5 --samples 256 \
+    --val-samples 512 --features 32 --classes 4 --seed 5 >/dev/null
+  write_config "$file" "$name" train.steps=400 train.lr=1e-3 model.hidden='[128, 128]' data.train='"data/small.h5"' \
+    data.val='"data/small_val.h5"' train.eval_every=5 'train.early_stop={ patience = 3, min_delta = 0.001 }' \
+    checkpoint.every_steps=50 checkpoint.keep_last=1 checkpoint.keep_best=true "$@"
 }

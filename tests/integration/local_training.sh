@@ -2,11 +2,14 @@
 # Local data-parallel training without SLURM (trainctl run): the loss falls on synthetic data,
 # and 2 ranks x grad_accum 1 gives the weights of 1 rank x grad_accum 2 (same global batch)
 # to 1e-6 relative. The logged step time and peak RSS are plausible, the latter within what the
-# kernel measured. data synth is deterministic from its seed.
+# kernel measured. The 2-rank run's Prometheus textfile passes promtool and holds exactly the
+# values of its last metrics lines. data synth is deterministic from its seed. `plot` draws the
+# run at the size asked for and refuses formats other than PNG and SVG.
 source "$(dirname "$0")/lib.sh"
 require_mpi
 make_data
-write_config two_ranks.toml two-ranks train.grad_accum=1 train.steps=60
+write_config two_ranks.toml two-ranks train.grad_accum=1 train.steps=60 data.val='"data/val.h5"'
+printf '[metrics]\nprometheus = "metrics.prom"\n' >>two_ranks.toml
 write_config one_rank.toml one-rank train.grad_accum=2 train.steps=60
 "$TRAINCTL" run two_ranks.toml --ranks 2 >two_ranks.log
 # One rank, one process: its peak RSS as the kernel measured it (the largest waited-for
@@ -33,6 +36,33 @@ awk -v step_time="$(last_metric runs/one-rank step_time_s)" 'BEGIN { exit !(step
   fail "no plausible step_time_s logged"
 grep -q ' ms/step | peak RSS [0-9]* MiB | ETA ' one_rank.log || fail "the progress line shows no step time and peak RSS"
 
+# Written by rank 0 only, after the last step line and again after the final evaluation.
+command -v promtool >/dev/null || fail "promtool is missing: scripts/install-deps.sh installs it (Debian package prometheus)"
+promtool check metrics <runs/two-ranks/metrics.prom || fail "promtool rejects runs/two-ranks/metrics.prom (above)"
+/usr/bin/python3 - runs/two-ranks <<'PY' || fail "runs/two-ranks/metrics.prom differs from metrics.jsonl (above)"
+import json, os, re, socket, sys
+run = sys.argv[1]
+records = [json.loads(line) for line in open(f"{run}/metrics.jsonl")]
+step = [record for record in records if "loss" in record][-1]
+evaluation = [record for record in records if "val_loss" in record][-1]
+labels = (os.environ.get("SLURM_JOB_ID", "two-ranks"), "two-ranks", socket.gethostname())
+gauges = {}
+for line in open(f"{run}/metrics.prom"):
+    if line.startswith("#"):
+        continue
+    sample = re.fullmatch(r'(\w+)\{job="([^"]*)",run="([^"]*)",host="([^"]*)"\} (\S+)\n', line)
+    assert sample and sample.group(2, 3, 4) == labels, f"unexpected sample {line!r}, labels {labels}"
+    gauges[sample[1]] = float(sample[5])
+expected = {"trainctl_step": step["step"], "trainctl_loss": step["loss"], "trainctl_val_loss": evaluation["val_loss"],
+            "trainctl_samples_per_second": step["samples_per_s"], "trainctl_step_seconds": step["step_time_s"],
+            "trainctl_peak_rss_bytes": step["peak_rss_mb"] * 2**20,
+            "trainctl_requeues": int(os.environ.get("SLURM_RESTART_COUNT", "0"))}
+if "mfu" in step:
+    expected["trainctl_mfu"] = step["mfu"]
+assert gauges == expected, f"metrics.prom {gauges}\nmetrics.jsonl {expected}"
+print(f"metrics.prom: {len(gauges)} gauges equal to metrics.jsonl's last lines")
+PY
+
 "$TRAINCTL" ckpt diff "$(checkpoint_of runs/two-ranks 60)" "$(checkpoint_of runs/one-rank 60)" --rtol 1e-6
 "$TRAINCTL" ckpt verify runs/two-ranks
 
@@ -42,4 +72,13 @@ for dataset in x y; do
   cmp -s <(h5dump -d "/$dataset" data/train.h5 | tail -n +2) <(h5dump -d "/$dataset" again.h5 | tail -n +2) ||
     fail "data synth wrote a different /$dataset for the same seed"
 done
+
+# trainctl plot: a PNG of the requested size where status says it goes; other formats are refused.
+"$TRAINCTL" status runs/two-ranks | grep -qxF "plot: trainctl plot runs/two-ranks  (writes runs/two-ranks/loss.png)" ||
+  fail "status does not say where the plot goes"
+[ "$("$TRAINCTL" plot runs/two-ranks --width 640 --height 360)" = "wrote runs/two-ranks/loss.png" ] ||
+  fail "plot did not write runs/two-ranks/loss.png"
+[ "$(png_size runs/two-ranks/loss.png)" = 640x360 ] || fail "the plot is $(png_size runs/two-ranks/loss.png), not 640x360"
+expect_exit 2 "$TRAINCTL" plot runs/two-ranks -o bad.jpg
+grep -q "plot writes .png or .svg files" err.txt || fail "plot -o bad.jpg: $(cat err.txt)"
 echo "PASS"

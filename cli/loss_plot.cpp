@@ -1,0 +1,113 @@
+// The charts of `trainctl plot`: see loss_plot.h.
+#include "loss_plot.h"
+
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "errors.h"
+#include "json.h"
+#include "sweep_status.h"
+
+namespace trainctl {
+
+namespace {
+
+constexpr const char* kPlotFile = "loss.png";
+// The legend's key to the line styles of a sweep, in a colour no task has.
+constexpr Rgb kKeyColor{0.45, 0.45, 0.45};
+
+const LineStyle kTrainLoss{palette_color(0), 1.5};
+const LineStyle kValLoss{palette_color(1), 1.5, /*dashed=*/true, /*markers=*/true};
+const LineStyle kLearningRate{palette_color(2), 1.2};
+
+std::vector<Point> points_of(const std::map<int64_t, double>& by_step) {
+  std::vector<Point> points;
+  points.reserve(by_step.size());
+  for (const auto& [step, value] : by_step) points.push_back({static_cast<double>(step), value});
+  return points;
+}
+
+}  // namespace
+
+std::string default_loss_plot(const std::string& dir) { return (std::filesystem::path(dir) / kPlotFile).string(); }
+
+std::string loss_plot_hint(const std::string& dir) {
+  return fmt::format("plot: trainctl plot {}  (writes {})", dir, default_loss_plot(dir));
+}
+
+MetricsHistory read_metrics_history(const RunDir& run) {
+  MetricsHistory history;
+  std::ifstream in(run.metrics());
+  for (std::string line; std::getline(in, line);) {
+    // A line that does not parse is the one the runtime is appending right now.
+    const Json record = parse_json_line(line);
+    if (!record.is_object() || record.contains("event")) continue;
+    const std::optional<double> step = number_at(record, "step");
+    if (!step) continue;
+    const auto at = static_cast<int64_t>(*step);
+    if (auto loss = number_at(record, "loss")) history.loss[at] = *loss;
+    if (auto lr = number_at(record, "lr")) history.lr[at] = *lr;
+    if (auto val_loss = number_at(record, "val_loss")) history.val_loss[at] = *val_loss;
+  }
+  return history;
+}
+
+LineChart run_loss_chart(const RunDir& run, const std::string& name) {
+  const MetricsHistory history = read_metrics_history(run);
+  if (!history.has_loss())
+    throw UsageError(fmt::format("{} has logged no loss yet (no step or validation line in {})", name, run.metrics()));
+  LineChart chart{name, "step", "loss", "learning rate", {}, {}};
+  const auto add = [&](const std::map<int64_t, double>& values, const LineStyle& style, YAxis axis,
+                       const std::string& name) {
+    if (values.empty()) return;
+    chart.series.push_back(Series{points_of(values), style, axis, false});
+    chart.legend.push_back(LegendEntry{name, style, false});
+  };
+  add(history.loss, kTrainLoss, YAxis::kLeft, "training loss");
+  add(history.val_loss, kValLoss, YAxis::kLeft, "validation loss");
+  add(history.lr, kLearningRate, YAxis::kRight, "learning rate (right)");
+  return chart;
+}
+
+LineChart sweep_loss_chart(const SweepDir& sweep, const std::string& name) {
+  const SweepManifest manifest = read_manifest(sweep);
+  // Ranked as `sweep status` ranks them; that needs only the run directories, not SLURM.
+  std::vector<TaskStatus> ranked = read_sweep_status(sweep, manifest, std::nullopt);
+  const RankMetric metric = default_rank_metric(ranked);
+  rank_tasks(ranked, metric);
+  const bool has_best = !ranked.empty() && metric_of(ranked.front(), metric);
+
+  LineChart chart{"", "step", "loss", "", {}, {}};
+  chart.legend.push_back(LegendEntry{"training loss", LineStyle{kKeyColor, 1.0}, false});
+  chart.legend.push_back(LegendEntry{"validation loss", LineStyle{kKeyColor, 1.0, true, true}, false});
+  size_t plotted = 0;
+  for (const TaskStatus& status : ranked) {
+    const MetricsHistory history = read_metrics_history(sweep.task(status.task));
+    if (!history.has_loss()) continue;
+    ++plotted;
+    const bool best = has_best && &status == &ranked.front();
+    // By task index, so that a task keeps its colour from one plot to the next.
+    const Rgb color = palette_color(static_cast<size_t>(status.task));
+    chart.series.push_back(Series{points_of(history.loss), LineStyle{color, 1.0}, YAxis::kLeft, best});
+    chart.series.push_back(Series{points_of(history.val_loss), LineStyle{color, 1.0, true, true}, YAxis::kLeft, best});
+    chart.legend.push_back(LegendEntry{
+        fmt::format("task {}{}: {}", status.task, best ? " (best)" : "",
+                    describe_task(manifest.parameters, manifest.tasks[static_cast<size_t>(status.task)].values)),
+        LineStyle{color, 2.0}, best});
+  }
+  if (plotted == 0) throw UsageError(fmt::format("no task of {} has logged a loss yet", name));
+  const std::string tasks = plotted == manifest.tasks.size()
+                                ? fmt::format("{} tasks", plotted)
+                                : fmt::format("{} of {} tasks have logged a loss", plotted, manifest.tasks.size());
+  chart.title = has_best
+                    ? fmt::format("{}: {}; best: task {}, {} {:.4g}", name, tasks, ranked.front().task,
+                                  metric == RankMetric::kBestValLoss ? "best validation loss" : "last training loss",
+                                  *metric_of(ranked.front(), metric))
+                    : fmt::format("{}: {}", name, tasks);
+  return chart;
+}
+
+}  // namespace trainctl

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# trainctl estimate: its memory total within 15% of the peak RSS the kernel measured for a run of
+# an MLP and of a GPT-2 on the CPU, each sized so that its own memory (~200 MiB) weighs at least
+# as much as the process's base (~30 MiB; ~180 MiB in a build with CUDA); the job.mem warning
+# below the estimate only; with --measure, the signal_grace warning when a measured step plus
+# checkpoint write outlasts the grace and not otherwise, the temporary run directory removed;
+# exit 2 for a bad config, a [program] and missing data.
+source "$(dirname "$0")/lib.sh"
+mkdir -p data tmp
+export TMPDIR=$work/tmp  # where --measure makes its temporary run directory
+"$TRAINCTL" data synth -o data/wide.h5 --samples 8192 --features 512 --classes 10 --seed 3 >/dev/null
+make_token_data
+
+# An MLP whose weights, gradients, AdamW moments and checkpoint staging (7 x 21 MB) and data (17 MB)
+# dominate, and a GPT-2 whose activations do (4 blocks of 16 x 256 tokens, 128 wide: ~150 MiB).
+mlp_values=(job.ranks_per_node=1 model.inputs=512 'model.hidden=[2048, 2048]' model.classes=10
+  data.train='"data/wide.h5"' train.micro_batch=512)
+write_config mlp.toml mlp-wide "${mlp_values[@]}" job.signal_grace=120
+write_config gpt2.toml gpt2-long job.ranks_per_node=1 model.kind='"gpt2"' model.n_layer=4 model.n_head=4 \
+  model.n_embd=128 model.block_size=256 model.vocab_size=256 train.micro_batch=16 train.grad_accum=8 \
+  job.signal_grace=1
+
+# estimate_with_rss NAME ARGS...: runs trainctl estimate ARGS; stdout in NAME.out, stderr in
+# NAME.err, and the peak RSS of the processes it started, as the kernel measured it, in NAME.rss.
+estimate_with_rss() {
+  /usr/bin/python3 - "$@" <<'PY'
+import os, resource, subprocess, sys
+name = sys.argv[1]
+with open(f"{name}.out", "w") as out, open(f"{name}.err", "w") as err:
+    subprocess.run([os.environ["TRAINCTL"], "estimate", *sys.argv[2:]], stdout=out, stderr=err, check=True)
+with open(f"{name}.rss", "w") as rss:
+    print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, file=rss)
+PY
+}
+
+# within_15_percent NAME: the estimate's total (as configured) against the measured peak RSS.
+within_15_percent() {
+  local estimated
+  estimated=$(sed -n 's/^  total  *\([0-9.]*\).*/\1/p' "$1.out")
+  [ -n "$estimated" ] || fail "$1: no total in the estimate: $(cat "$1.out")"
+  awk -v name="$1" -v estimated="$estimated" -v measured="$(cat "$1.rss")" 'BEGIN {
+    measured /= 1048576; ratio = estimated / measured
+    printf "%s: estimated %.1f MiB, measured peak RSS %.1f MiB (%+.1f%%)\n", name, estimated, measured,
+      100 * (ratio - 1)
+    exit !(ratio > 0.85 && ratio < 1.15) }' || fail "$1: the estimate is not within 15% of the measured peak RSS"
+}
+
+# The MLP: 2 steps, a step (~0.3 s) plus a write (~1 s) far inside signal_grace = 120 s: no warning.
+estimate_with_rss mlp mlp.toml --measure 2
+cat mlp.out
+within_15_percent mlp
+grep -q "^parameters: 5267466$" mlp.out || fail "MLP: wrong parameter count"
+grep -q "^training FLOPs per step: .* per sample x 512 samples per step" mlp.out || fail "MLP: no FLOPs per step"
+grep -q "^  suggested job.time: \"[0-9]*:[0-9][0-9]:[0-9][0-9]\"" mlp.out || fail "MLP: no suggested job.time"
+grep -q "^  suggested checkpoint.every_steps: " mlp.out || fail "MLP: no suggested checkpoint interval"
+! grep -q "warning" mlp.err || fail "MLP: a warning with a comfortable signal_grace: $(cat mlp.err)"
+
+# GPT-2: one step of grad_accum 8 (~6 s here, warm-up included) outlasts the smallest legal
+# signal_grace, 1 s, several times over, on any machine this runs on: the warning.
+estimate_with_rss gpt2 gpt2.toml --measure 1
+cat gpt2.out
+within_15_percent gpt2
+grep -q "^memory per rank (MiB) *recompute off \* *recompute on$" gpt2.out || fail "GPT-2: no recompute column"
+grep -q "^warning: job.signal_grace = 1 s is shorter than one step plus one checkpoint write" gpt2.err ||
+  fail "GPT-2: no signal_grace warning: $(cat gpt2.err)"
+! compgen -G "tmp/trainctl-estimate.*" >/dev/null || fail "--measure left its run directory behind: $(ls tmp)"
+
+# job.mem, per node, against the estimate times the ranks per node (no --measure needed).
+write_config small_mem.toml small-mem "${mlp_values[@]}" job.mem='"100M"'
+"$TRAINCTL" estimate small_mem.toml >/dev/null 2>mem.err
+grep -q "^warning: job.mem = 100M (100.0 MiB) is below the estimated .* MiB per node" mem.err ||
+  fail "no job.mem warning: $(cat mem.err)"
+write_config enough_mem.toml enough-mem "${mlp_values[@]}" job.mem='"1G"'
+"$TRAINCTL" estimate enough_mem.toml >/dev/null 2>mem.err
+[ ! -s mem.err ] || fail "a warning with job.mem = 1G: $(cat mem.err)"
+
+# Bad input: exit 2 with the config's own message, a [program] and missing data named.
+sed 's/^log_every = /log_everyy = /' mlp.toml >typo.toml
+line=$(grep -n '^log_everyy' typo.toml | cut -d: -f1)
+expect_exit 2 "$TRAINCTL" estimate typo.toml --measure 1
+grep -qxF "trainctl: typo.toml:$line:14: train.log_everyy: unknown key (did you mean \"log_every\"?)" err.txt ||
+  fail "typo: $(cat err.txt)"
+printf '[job]\nname = "own"\n[program]\ncommand = ["python3", "train.py"]\n' >own.toml
+expect_exit 2 "$TRAINCTL" estimate own.toml
+grep -q "^trainctl: error: own.toml runs your own program (\[program\]): trainctl cannot see its" err.txt ||
+  fail "[program]: $(cat err.txt)"
+write_config nodata.toml nodata data.train='"data/missing.h5"'
+expect_exit 2 "$TRAINCTL" estimate nodata.toml
+grep -qxF "trainctl: error: data.train: $PWD/data/missing.h5: No such file or directory" err.txt ||
+  fail "missing data: $(cat err.txt)"
+echo "PASS"
