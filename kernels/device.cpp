@@ -1,16 +1,19 @@
-// The device registry (the CPU table always, a CUDA table when it was compiled in), the
-// checks that a table has no hole, and the families a model can ask a device for.
+// The device registry (the CPU table built in, the CUDA table from the backend library that
+// TRAINCTL_CUDA_BACKEND names, opened on first use), the checks that a table has no hole, and the
+// families a model can ask a device for.
+#include <dlfcn.h>
+
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <initializer_list>
+#include <mutex>
+#include <string>
 
+#include "check.h"
 #include "device.h"
 
 namespace trainctl {
-
-#ifdef TRAINCTL_HAVE_CUDA
-const Device& cuda_device();
-#endif
 
 namespace {
 
@@ -36,17 +39,44 @@ bool has_family(const Device& device, OpFamily family) {
   return false;
 }
 
-// Every table this build has, each checked the first time any is looked up.
-const std::vector<const Device*>& registered_devices() {
-  static const std::vector<const Device*> devices = [] {
-    std::vector<const Device*> tables{&cpu_device()};
-#ifdef TRAINCTL_HAVE_CUDA
-    tables.push_back(&cuda_device());
-#endif
-    for (const Device* table : tables) check_device_table(*table);
-    return tables;
-  }();
-  return devices;
+// The library file TRAINCTL_CUDA_BACKEND names. A bare file name is looked for where the
+// programs' run path points: the build's kernels/ directory, or the installed library directory.
+std::string cuda_backend_file() {
+  const char* chosen = std::getenv("TRAINCTL_CUDA_BACKEND");
+  const std::string backend = chosen != nullptr && *chosen != '\0' ? chosen : "cuda";
+  if (backend == "cuda") return "libtrainctl-cuda.so";
+  if (backend == "cpu") return "libtrainctl-cuda-on-cpu.so";
+  if (backend.find('/') != std::string::npos) return backend;
+  throw DeviceUnavailable(fmt::format(
+      "TRAINCTL_CUDA_BACKEND=\"{}\": expected \"cuda\", \"cpu\" or the path of a backend library", backend));
+}
+
+// Opens the backend library once and keeps it for the process (its table must outlive every
+// caller); a failure is remembered and reported again on every later call.
+const Device& cuda_backend() {
+  static std::once_flag opened;
+  static const Device* table = nullptr;
+  static std::string failure;
+  std::call_once(opened, [] {
+    try {
+      const std::string file = cuda_backend_file();
+      void* library = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (library == nullptr)
+        throw DeviceUnavailable(fmt::format("cannot open the CUDA backend: {}", dlerror()));
+      const auto entry = reinterpret_cast<BackendEntry>(dlsym(library, kBackendEntryName));
+      if (entry == nullptr)
+        throw DeviceUnavailable(fmt::format("{} is not a trainctl backend (no {})", file, kBackendEntryName));
+      table = entry(TRAINCTL_VERSION, BackendHost{report_check_failure});
+      if (table == nullptr)
+        throw DeviceUnavailable(
+            fmt::format("{} was built for another trainctl version than this one ({})", file, TRAINCTL_VERSION));
+      check_device_table(*table);
+    } catch (const DeviceUnavailable& error) {
+      failure = error.what();
+    }
+  });
+  if (table == nullptr) throw DeviceUnavailable(failure);
+  return *table;
 }
 
 }  // namespace
@@ -84,7 +114,9 @@ void check_device_table(const Device& device) {
                   TRAINCTL_OP_SLOT(memory, download), TRAINCTL_OP_SLOT(memory, copy),
                   TRAINCTL_OP_SLOT(memory, fill_zero), TRAINCTL_OP_SLOT(memory, pin_host),
                   TRAINCTL_OP_SLOT(memory, unpin_host), TRAINCTL_OP_SLOT(memory, peak_flops),
-                  TRAINCTL_OP_SLOT(memory, peak_allocated_bytes)});
+                  TRAINCTL_OP_SLOT(memory, peak_allocated_bytes), TRAINCTL_OP_SLOT(memory, unbind)});
+  require_filled(device, "streams",
+                 {TRAINCTL_OP_SLOT(device.streams, create), TRAINCTL_OP_SLOT(device.streams, destroy)});
   require_filled(device, "blas", {TRAINCTL_OP_SLOT(device.blas, gemm), TRAINCTL_OP_SLOT(device.blas, gemm_bf16)});
   const ElementwiseOps& elementwise = device.elementwise;
   require_filled(device, "elementwise",
@@ -107,20 +139,19 @@ void check_device_table(const Device& device) {
     require_filled(device, "attention",
                    {TRAINCTL_OP_SLOT(*device.attention, attention_forward),
                     TRAINCTL_OP_SLOT(*device.attention, attention_backward)});
+  if (device.collectives)
+    require_filled(device, "collectives",
+                   {TRAINCTL_OP_SLOT(*device.collectives, open), TRAINCTL_OP_SLOT(*device.collectives, close),
+                    TRAINCTL_OP_SLOT(*device.collectives, all_reduce_sum),
+                    TRAINCTL_OP_SLOT(*device.collectives, wait_reductions)});
 }
 
 #undef TRAINCTL_OP_SLOT
 
 const Device* find_device(std::string_view name) {
-  for (const Device* device : registered_devices())
-    if (name == device->name) return device;
+  if (name == "cpu") return &cpu_device();
+  if (name == "cuda") return &cuda_backend();
   return nullptr;
-}
-
-std::vector<std::string> available_devices() {
-  std::vector<std::string> names;
-  for (const Device* device : registered_devices()) names.emplace_back(device->name);
-  return names;
 }
 
 }  // namespace trainctl

@@ -12,10 +12,16 @@
 // A family is either whole or absent: registration (find_device) refuses a table with an empty
 // op in a family it has. The transformer families are optional (std::optional), so that a device
 // can run the MLP before it has them; a model asks for what it needs (missing_families).
+//
+// The CPU table is built into every program. The CUDA table lives in a backend library that
+// find_device("cuda") opens on first use (ggml's way), so that a CPU run maps no CUDA library:
+// libtrainctl-cuda.so (nvcc, cuBLASLt, NCCL) or libtrainctl-cuda-on-cpu.so (the same sources
+// built with the host compiler against cuda_on_cpu/, a CPU implementation of the CUDA they use).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -41,9 +47,10 @@ class DeviceUnavailable : public std::runtime_error {
 
 struct MemoryOps {
   // Binds the calling process to its device as local rank `local_rank` of `local_size` ranks on
-  // this node. CUDA takes visible device `local_rank` (CUDA_VISIBLE_DEVICES decides which are
-  // visible) and throws DeviceUnavailable when there are fewer than `local_size`.
-  void (*bind_local)(int local_rank, int local_size);
+  // this node, and says which device that is, for the run's log. CUDA takes visible device
+  // `local_rank` (CUDA_VISIBLE_DEVICES decides which are visible) and throws DeviceUnavailable
+  // when there are fewer than `local_size`.
+  std::string (*bind_local)(int local_rank, int local_size);
   void* (*alloc)(size_t bytes);
   void (*release)(void* pointer);
   // Host <-> device copies, ordered after earlier work on `stream`; complete when they return,
@@ -64,6 +71,18 @@ struct MemoryOps {
   // for themselves is not counted); 0 on the CPU, whose device memory is host memory and counts in
   // the process's resident set.
   int64_t (*peak_allocated_bytes)();
+  // Releases what the table keeps for itself between calls (ops' scratch, cached GEMM plans,
+  // library handles) once the caller's own buffers are released; the rank binds again before
+  // computing on it again. Called before exit, while the device's libraries are still up.
+  void (*unbind)();
+};
+
+struct StreamOps {
+  // A queue of its own: ops on it run in order after each other, and synchronize with no other
+  // stream (the legacy default stream, Stream{}, included).
+  Stream (*create)();
+  // After the work queued on it is done.
+  void (*destroy)(Stream stream);
 };
 
 // One GEMM, or `batch` of them at fixed strides: for i < batch,
@@ -167,9 +186,30 @@ struct OptimizerOps {
   void (*scale)(Stream stream, float* x, int64_t n, float factor);
 };
 
+// One rank's membership in a group of ranks that reduce device memory together (an NCCL
+// communicator on CUDA).
+struct DeviceGroup;
+
+// Collectives over device memory, on a stream of the group's own, so that a reduction overlaps
+// the compute queued after it. Optional: a device whose memory is host memory leaves them to the
+// runtime's MPI.
+struct CollectiveOps {
+  // Joins the group of `ranks` ranks as `rank`; every rank calls it at the same point. `share`
+  // broadcasts rank 0's bytes to every rank (how the group's id reaches them).
+  DeviceGroup* (*open)(int rank, int ranks, const std::function<void(void* bytes, size_t size)>& share);
+  void (*close)(DeviceGroup* group);
+  // Sums data[0, count) over the ranks in place, once the work queued on `after` so far is done;
+  // the host does not wait.
+  void (*all_reduce_sum)(DeviceGroup* group, Stream after, float* data, int64_t count);
+  // Work queued on `stream` from now on waits for every reduction started so far; the host does
+  // not wait.
+  void (*wait_reductions)(DeviceGroup* group, Stream stream);
+};
+
 struct Device {
   const char* name;
   MemoryOps memory;
+  StreamOps streams;
   BlasOps blas;
   ElementwiseOps elementwise;
   LossOps loss;
@@ -178,6 +218,7 @@ struct Device {
   std::optional<NormOps> norm;
   std::optional<EmbeddingOps> embedding;
   std::optional<AttentionOps> attention;
+  std::optional<CollectiveOps> collectives;
 };
 
 // The op families a model can ask for, by name.
@@ -190,9 +231,23 @@ std::vector<OpFamily> missing_families(const Device& device, const std::vector<O
 // table has: a table with a hole is a build defect, found at registration, never a null call.
 void check_device_table(const Device& device);
 
-// The table for `name` ("cpu", "cuda"), or null when this build does not have it.
+// The table for `name`, "cpu" or "cuda"; null for another name. "cuda" opens its backend library
+// on the first call: TRAINCTL_CUDA_BACKEND names it, "cuda" (the default) for
+// libtrainctl-cuda.so, "cpu" for libtrainctl-cuda-on-cpu.so, or a path to a library file. Throws
+// DeviceUnavailable saying why when it cannot be opened (not built, or a library it needs
+// missing on this machine).
 const Device* find_device(std::string_view name);
-std::vector<std::string> available_devices();
+
+// What a backend library takes from the program that loads it: the program's check reporter
+// (common/check.h), whose reports name the rank the program set, for its own CUDA_CHECKs.
+struct BackendHost {
+  void (*report_check_failure)(const char* statement, const char* file, int line, const std::string& detail);
+};
+
+// The entry point a backend library exports (extern "C"): its table, or null when the library was
+// built for another trainctl version than `trainctl_version`, whose tables may differ.
+using BackendEntry = const Device* (*)(const char* trainctl_version, const BackendHost& host);
+inline constexpr const char* kBackendEntryName = "trainctl_backend_device";
 
 // The CPU reference table, always present.
 const Device& cpu_device();

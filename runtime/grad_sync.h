@@ -1,9 +1,9 @@
 // Gradient averaging across ranks. Each rank scales its gradients by 1/G (G the global batch),
 // so their sum over ranks is the mean; after finish() every rank holds that sum.
-//   CPU: one MPI all-reduce of the whole buffer once backward is done.
-//   CUDA: NCCL, bootstrapped over MPI (rank 0 makes the unique id and broadcasts it). Each
-//   layer's slice is all-reduced on a stream of NCCL's own as soon as backward has finished it,
-//   so the reduction of later layers overlaps the backward pass through earlier ones.
+//   A device with collectives (CUDA: NCCL, bootstrapped over MPI): each layer's slice is
+//   all-reduced on the group's own stream as soon as backward has finished it, so the reduction
+//   of later layers overlaps the backward pass through earlier ones.
+//   Host memory (the CPU): one MPI all-reduce of the whole buffer once backward is done.
 // Only the last micro-step of a step communicates: the trainer reports layers on that one only.
 #pragma once
 
@@ -24,7 +24,6 @@ class GradientSync {
   virtual void finish(float* gradients, int64_t count) = 0;
 };
 
-// Throws BadInput for CUDA on several ranks in a build without NCCL.
 std::unique_ptr<GradientSync> make_gradient_sync(const Device& device, Comm& comm);
 
 }  // namespace trainctl

@@ -5,13 +5,15 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "atomic_file.h"
 #include "bad_input.h"
+#include "check.h"
 #include "checkpoint_manager.h"
 #include "early_stopping.h"
 #include "exit_codes.h"
@@ -28,24 +30,51 @@ namespace trainctl {
 
 namespace {
 
-// The device the config asks for, bound to this rank (local rank r takes visible GPU r), once it
-// is known to have the ops the model needs.
-const Device& bound_device(const RunSpec& spec, const Comm& comm) {
-  const std::string& name = spec.train.device;
-  const Device* device = find_device(name);
-  if (device == nullptr)
-    throw BadInput(fmt::format("train.device = \"{}\": this trainctl-runtime was built without it (it has {}); "
-                               "rebuild where nvcc is found (meson -Dcuda=enabled), or use \"cpu\"",
-                               name, fmt::join(available_devices(), ", ")));
-  require_op_families(spec.model, *device);
-  try {
-    // The CUDA runtime starts threads of its own at its first call.
-    with_stop_signals_blocked([&] { device->memory.bind_local(comm.local_rank(), comm.local_size()); });
-  } catch (const DeviceUnavailable& error) {
-    throw BadInput(fmt::format("train.device = \"{}\": {}", name, error.what()));
+// The device the config asks for, once it is known to have the ops the model needs, bound to this
+// rank (local rank r takes visible GPU r) for the run's lifetime; a device that cannot be used
+// here is bad input (exit code 2). Other devices than the CPU say which one each rank took.
+class DeviceBinding {
+ public:
+  DeviceBinding(const RunSpec& spec, const Comm& comm) : device_(find(spec)) {
+    require_op_families(spec.model, device_);
+    std::string bound;
+    try {
+      // The CUDA runtime starts threads of its own at its first call.
+      with_stop_signals_blocked([&] { bound = device_.memory.bind_local(comm.local_rank(), comm.local_size()); });
+    } catch (const DeviceUnavailable& error) {
+      throw BadInput(fmt::format("train.device = \"{}\": {}", spec.train.device, error.what()));
+    }
+    if (&device_ != &cpu_device()) {
+      const char* node = std::getenv("SLURMD_NODENAME");
+      fmt::print("trainctl-runtime: rank {} of {} on {}: {}\n", comm.rank(), comm.world_size(),
+                 node != nullptr ? node : this_host_name(), bound);
+      std::fflush(stdout);
+    }
   }
-  return *device;
-}
+  // Errors are dropped here: a device that failed has been reported already, and unbinding
+  // after that only fails again.
+  ~DeviceBinding() {
+    try {
+      device_.memory.unbind();
+    } catch (const std::exception&) {
+    }
+  }
+  DeviceBinding(const DeviceBinding&) = delete;
+  DeviceBinding& operator=(const DeviceBinding&) = delete;
+
+  const Device& device() const { return device_; }
+
+ private:
+  static const Device& find(const RunSpec& spec) {
+    try {
+      return *find_device(spec.train.device);
+    } catch (const DeviceUnavailable& error) {
+      throw BadInput(fmt::format("train.device = \"{}\": {}", spec.train.device, error.what()));
+    }
+  }
+
+  const Device& device_;
+};
 
 std::unique_ptr<BatchSource> open_data(const RunSpec& spec, const char* key, const std::string& path) {
   try {
@@ -61,7 +90,8 @@ class Run {
       : spec_(spec),
         layout_(layout),
         comm_(comm),
-        device_(bound_device(spec, comm)),
+        binding_(spec, comm),
+        device_(binding_.device()),
         global_batch_(spec.train.micro_batch * spec.train.grad_accum * comm.world_size()),
         train_data_(open_data(spec, "train", spec.data.train)),
         val_data_(spec.data.val ? open_data(spec, "val", *spec.data.val) : nullptr),
@@ -262,6 +292,8 @@ class Run {
   const RunSpec& spec_;
   const RunLayout& layout_;
   Comm& comm_;
+  // Before every member that holds device memory: unbound after they have released it.
+  DeviceBinding binding_;
   const Device& device_;
   int64_t global_batch_;  // examples per step, over all ranks
   std::unique_ptr<BatchSource> train_data_, val_data_;

@@ -3,19 +3,18 @@
 // 8, 16 or 32 (1x1, 3x5x7, 129x257x63, ...), every transpose, GEMMs on padded rows and strided
 // batches, and operands at odd float offsets, compared element by element as
 // |cuda - ref| <= abs + rel * |ref| with the tolerance stated per op below; the worst element of
-// each comparison is printed. GEMMs, the activations, the loss, the optimizer steps and
-// sum_squares also run twice on the same inputs and must give bitwise the same output. The CUDA
-// ops run on a stream of their own that does not synchronize with the legacy default stream, so
-// an op that launched on another stream, or a copy back that did not wait for its stream, shows
-// as a wrong result. Without a usable GPU the program prints why and exits 77 (meson's SKIP);
-// any failure exits 1.
+// each comparison is printed. GEMMs, the activations, the loss, the optimizer steps,
+// sum_squares, attention, LayerNorm and the embedding also run twice on the same inputs and must
+// give bitwise the same output. The CUDA ops run on a stream of their own that does not
+// synchronize with the legacy default stream, so an op that launched on another stream, or a copy
+// back that did not wait for its stream, shows as a wrong result. Without a usable GPU the
+// program prints why and exits 77 (meson's SKIP); any failure exits 1.
 //
 // `test_cuda_kernels --large` runs instead the shapes of the benchmark MLP (4 x 8192 hidden,
 // batch 8192, scripts/bench_gpu_mlp.py): its GEMMs with every transpose in fp32 and bf16, and
 // bias + activation forward and backward at 8192 x 8192. The CPU reference takes a while there
 // (about 20 TFLOP of OpenBLAS GEMMs), so meson's test leaves them out; scripts/gpu_check.sh
 // runs them on the GPU machine.
-#include <cuda_runtime.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -154,6 +153,32 @@ class DeviceCopy {
   T* data_;
 };
 
+// The schedules of the CPU implementation of CUDA (cuda_on_cpu/execution.cpp) that an op's first
+// and second runs go under (--schedules FIRST,SECOND): a kernel that misses a barrier gives
+// different bits under two fiber orders. Without the option, both runs go under the
+// environment's TRAINCTL_CUDA_ON_CPU_SCHEDULE; a GPU has no such thing and runs twice alike.
+struct Schedules {
+  std::string first, second;
+  std::string runs() const {
+    return first.empty() ? "on a second run" : "under schedules " + first + " and " + second;
+  }
+} schedules;
+
+// Runs `run` with TRAINCTL_CUDA_ON_CPU_SCHEDULE set to `schedule` (when one is given).
+template <typename Run>
+auto under_schedule(const std::string& schedule, const Run& run) {
+  if (!schedule.empty()) setenv("TRAINCTL_CUDA_ON_CPU_SCHEDULE", schedule.c_str(), 1);
+  return run();
+}
+template <typename Run>
+auto first_run(const Run& run) {
+  return under_schedule(schedules.first, run);
+}
+template <typename Run>
+auto second_run(const Run& run) {
+  return under_schedule(schedules.second, run);
+}
+
 // Counts and prints the comparisons.
 class Checker {
  public:
@@ -198,12 +223,12 @@ class Checker {
     compare(what, std::vector<T>{cuda}, std::vector<T>{ref}, tolerance);
   }
 
-  // The second run of an op on the same inputs gave the first run's bits.
+  // The second run of an op on the same inputs (second_run) gave the first run's bits.
   template <typename T>
   void check_deterministic(const std::string& what, const std::vector<T>& first, const std::vector<T>& second) {
     const bool same =
         first.size() == second.size() && std::memcmp(first.data(), second.data(), first.size() * sizeof(T)) == 0;
-    record(same, what + ": " + (same ? "bitwise the same on a second run" : "differs on a second run"));
+    record(same, what + ": " + (same ? "bitwise the same " : "differs ") + schedules.runs());
   }
 
   void record(bool passed, const std::string& line) {
@@ -323,10 +348,10 @@ void test_gemm(const Gpu& gpu, Checker& checker, bool bf16, const GemmCase& shap
     gemm_of(gpu.device)(gpu.stream, with_operands(device_a.get(), device_b.get(), device_c.get()));
     return device_c.read();
   };
-  const std::vector<float> first = run();
+  const std::vector<float> first = first_run(run);
   const std::string name = gemm_name(bf16, shape, gemm);
   checker.compare(name, first, ref, gemm_tolerance(bf16, shape.k));
-  checker.check_deterministic(name, first, run());
+  checker.check_deterministic(name, first, second_run(run));
 }
 
 // Every case in fp32 and bf16, with every transpose, on random operands from `seed` on.
@@ -434,12 +459,12 @@ void test_bias_act_forward(const Gpu& gpu, Checker& checker, std::span<const Act
           gpu.device.elementwise.bias_act_forward(gpu.stream, z.get(), device_bias.get(), out.get(), rows, cols, act);
           return out.read();
         };
-        const std::vector<float> first = run();
+        const std::vector<float> first = first_run(run);
         const std::string name = fmt::format("bias_act_forward {} {}{}", activation_name(act), shape_name(rows, cols),
                                              in_place ? " in place" : "");
         if (!in_place) checker.compare(name + " z", z.read(), ref_z, kExact);
         checker.compare(name + " out", first, ref_out, activation_tolerance(act));
-        checker.check_deterministic(name, first, run());
+        checker.check_deterministic(name, first, second_run(run));
       }
 }
 
@@ -472,7 +497,7 @@ void test_bias_act_backward(const Gpu& gpu, Checker& checker, std::span<const Ac
                                                    grad_z.get(), grad_bias.get(), rows, cols, act);
           return Result{grad_z.read(), grad_bias.read()};
         };
-        const Result first = run(), second = run();
+        const Result first = first_run(run), second = second_run(run);
         const std::string name = fmt::format("bias_act_backward {} {}{}", activation_name(act), shape_name(rows, cols),
                                              in_place ? " in place" : "");
         checker.compare(name + " grad_z", first.grad_z, ref_grad_z, activation_tolerance(act));
@@ -542,7 +567,7 @@ void test_softmax_cross_entropy(const Gpu& gpu, Checker& checker) {
         result.grad = grad.read();
         return result;
       };
-      const Result first = run(), second = run();
+      const Result first = first_run(run), second = second_run(run);
       const std::string name = "softmax_cross_entropy " + shape_name(shape.rows, shape.classes) +
                                (shape.integer_logits ? " tied logits" : "") + (with_gradient ? "" : " no gradient");
       checker.compare(name + " loss_sum", first.loss, ref_loss, kDoubleSum);
@@ -603,7 +628,7 @@ void test_optimizer(const Gpu& gpu, Checker& checker, const std::string& name, i
       for (const auto& vector : state) result.push_back(vector->read());
       return result;
     };
-    const auto first = run(), second = run();
+    const auto first = first_run(run), second = second_run(run);
     for (size_t v = 0; v < state.size(); ++v) {
       const std::string what = fmt::format("{} n={} state {} after {} steps", name, n, v, steps);
       checker.compare(what, first[v], ref[v], kExact);
@@ -633,8 +658,8 @@ void test_sum_squares_and_scale(const Gpu& gpu, Checker& checker) {
   for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{100003}, int64_t{3000017}}) {
     const std::vector<float> x = random_floats(static_cast<size_t>(n), -1.0f, 1.0f, ++seed);
     DeviceCopy<float> device_x(gpu, x);
-    const double first = ops.sum_squares(gpu.stream, device_x.get(), n);
-    const double second = ops.sum_squares(gpu.stream, device_x.get(), n);
+    const auto run = [&] { return ops.sum_squares(gpu.stream, device_x.get(), n); };
+    const double first = first_run(run), second = second_run(run);
     const std::string name = fmt::format("sum_squares n={}", n);
     checker.compare(name, first, cpu().optimizer.sum_squares(kCpuStream, x.data(), n), kDoubleSum);
     checker.check_deterministic(name, std::vector<double>{first}, std::vector<double>{second});
@@ -649,23 +674,300 @@ void test_sum_squares_and_scale(const Gpu& gpu, Checker& checker) {
   }
 }
 
+// Attention, q, k, v and grad_out in [-1, 1]. Both sides compute in fp32 with the same formulas
+// but in different orders (CPU: dense scores, softmax with the row's max, OpenBLAS GEMMs; CUDA:
+// tiles of 32 keys with an online softmax, dot products in four strided shares), and expf
+// differs by an ulp or two between them. out is a convex combination of v rows (|out| <= 1) and
+// lse at most about |s| + log(seq) < 20, so a few ulp of each: 1e-5. The gradients sum up to
+// seq products, and dS = P * (dP - D) cancels, so an fp32 GEMM's tolerance (kGemmFp32, seq and
+// head size far below its depth 1031). Not yet measured on a GPU: a masking or indexing error
+// shows as differences of 1e-2 or more.
+constexpr Tolerance kAttentionForward{1e-5, 1e-5};
+constexpr Tolerance kAttentionBackward = kGemmFp32;
+
+void test_attention(const Gpu& gpu, Checker& checker) {
+  struct Case {
+    int64_t batch, seq, channels, heads;
+  };
+  // Head sizes 8, 16, 10 (not a multiple of 4), 64 (GPT-2's), 96 and 128; seq across tile edges.
+  constexpr Case kCases[] = {{1, 1, 8, 1},    {2, 37, 48, 3},  {1, 45, 30, 3},
+                             {1, 129, 128, 2}, {1, 70, 192, 2}, {1, 64, 256, 2}};
+  const trainctl::AttentionOps& ops = *gpu.device.attention;
+  const trainctl::AttentionOps& ref_ops = *cpu().attention;
+  uint64_t seed = 1000;
+  for (const auto [batch, seq, channels, heads] : kCases) {
+    const auto qkv_size = static_cast<size_t>(batch * seq * 3 * channels);
+    const auto out_size = static_cast<size_t>(batch * seq * channels);
+    const auto lse_size = static_cast<size_t>(batch * heads * seq);
+    const std::vector<float> qkv = random_floats(qkv_size, -1.0f, 1.0f, ++seed);
+    const std::vector<float> grad_out = random_floats(out_size, -1.0f, 1.0f, ++seed);
+    // What grad_qkv holds before backward, which overwrites it.
+    const std::vector<float> grad_qkv_init = random_floats(qkv_size, -1.0f, 1.0f, ++seed);
+    std::vector<float> ref_out(out_size), ref_lse(lse_size), ref_grad_qkv(qkv_size);
+    ref_ops.attention_forward(kCpuStream, ref_out.data(), ref_lse.data(), qkv.data(), batch, seq, channels, heads);
+    // Backward on both sides from the CPU's out and lse, so that it is compared on its own.
+    ref_ops.attention_backward(kCpuStream, ref_grad_qkv.data(), grad_out.data(), qkv.data(), ref_out.data(),
+                               ref_lse.data(), batch, seq, channels, heads);
+
+    DeviceCopy<float> device_qkv(gpu, qkv), device_grad_out(gpu, grad_out), out(gpu, std::vector<float>(out_size)),
+        lse(gpu, std::vector<float>(lse_size)), ref_out_copy(gpu, ref_out), ref_lse_copy(gpu, ref_lse),
+        grad_qkv(gpu, grad_qkv_init);
+    struct Result {
+      std::vector<float> out, lse, grad_qkv;
+    };
+    const auto run = [&] {
+      ops.attention_forward(gpu.stream, out.get(), lse.get(), device_qkv.get(), batch, seq, channels, heads);
+      grad_qkv.write(grad_qkv_init);
+      ops.attention_backward(gpu.stream, grad_qkv.get(), device_grad_out.get(), device_qkv.get(), ref_out_copy.get(),
+                             ref_lse_copy.get(), batch, seq, channels, heads);
+      return Result{out.read(), lse.read(), grad_qkv.read()};
+    };
+    const Result first = first_run(run), second = second_run(run);
+    const std::string name =
+        fmt::format("attention B={} T={} C={} H={} (d={})", batch, seq, channels, heads, channels / heads);
+    checker.compare(name + " out", first.out, ref_out, kAttentionForward);
+    checker.compare(name + " lse", first.lse, ref_lse, kAttentionForward);
+    checker.compare(name + " grad_qkv", first.grad_qkv, ref_grad_qkv, kAttentionBackward);
+    checker.check_deterministic(name + " out", first.out, second.out);
+    checker.check_deterministic(name + " lse", first.lse, second.lse);
+    checker.check_deterministic(name + " grad_qkv", first.grad_qkv, second.grad_qkv);
+  }
+}
+
+// LayerNorm, x in [-1, 3] (rows off centre, so that the variance's two passes matter), weight,
+// bias and grad_out in [-1, 1], eps 1e-5. Both sides sum the row statistics (mean, variance, the
+// backward's two row means) in double, in different orders (CPU: 8 interleaved lanes; CUDA: each
+// of 32 lanes its share of the columns, then a butterfly), and round them to float once. A double
+// sum of at most 768 of these terms is exact or within about 768 * 2^-53 of it, far below
+// float's 2^-24, so both round to the same float unless the double lands that close to a rounding
+// boundary, where they differ by one ulp; all else is the same float operations in the same
+// order. So mean, rstd, out and grad_x are expected bitwise equal in nearly every element, and
+// the tolerances allow one ulp of a row statistic: of mean or rstd, 2^-23 relative at most (2.4e-7
+// with a factor 2 to spare); it moves out by at most |weight| * (rstd * ulp(mean) + |x - mean| *
+// ulp(rstd)), under 1e-6 here (|mean| < 3, rstd about 0.9, |x - mean| < 4), and grad_x, through
+// one ulp of either row mean (|mean| < 1) times rstd and |norm| < 2, by less.
+constexpr Tolerance kLayerNormStatistic{0.0, 2.4e-7};
+constexpr Tolerance kLayerNormOut{1e-6, 1e-6};
+constexpr Tolerance kLayerNormGradX{1e-6, 1e-6};
+// grad_weight and grad_bias are float sums over the rows in different orders (CPU row by row,
+// CUDA in row blocks: bias_act_backward's column sums), so grad_bias_tolerance(rows): the terms
+// of grad_weight, grad_out * norm, are as large as grad_bias's grad_out, since norm has RMS 1
+// over a row.
+Tolerance layernorm_column_sum_tolerance(int64_t rows) { return grad_bias_tolerance(rows); }
+
+void test_layernorm(const Gpu& gpu, Checker& checker) {
+  struct Case {
+    int64_t rows, cols;
+  };
+  // One row block of the column sums (rows 1, 3), three (129) and 65 (4099), in tiles of 32
+  // columns; 64 and 768 columns are whole float4s, 1, 7 and 70 not.
+  constexpr Case kCases[] = {{1, 1}, {3, 7}, {129, 64}, {129, 70}, {1, 768}, {4099, 768}};
+  constexpr float kEps = 1e-5f;
+  const trainctl::NormOps& ops = *gpu.device.norm;
+  const trainctl::NormOps& ref_ops = *cpu().norm;
+  uint64_t seed = 1100;
+  for (const auto [rows, cols] : kCases)
+    // Offset 1: no row 16-byte aligned, so the kernels read one float at a time.
+    for (size_t offset : {size_t{0}, size_t{1}}) {
+      const auto n = static_cast<size_t>(rows * cols);
+      const auto row_count = static_cast<size_t>(rows), col_count = static_cast<size_t>(cols);
+      const std::vector<float> x = random_floats(n, -1.0f, 3.0f, ++seed);
+      const std::vector<float> weight = random_floats(col_count, -1.0f, 1.0f, ++seed);
+      const std::vector<float> bias = random_floats(col_count, -1.0f, 1.0f, ++seed);
+      const std::vector<float> grad_out = random_floats(n, -1.0f, 1.0f, ++seed);
+      // What the gradients hold before backward, which accumulates into them.
+      const std::vector<float> grad_x_init = random_floats(n, -1.0f, 1.0f, ++seed);
+      const std::vector<float> grad_weight_init = random_floats(col_count, -1.0f, 1.0f, ++seed);
+      const std::vector<float> grad_bias_init = random_floats(col_count, -1.0f, 1.0f, ++seed);
+      std::vector<float> ref_out(n), ref_mean(row_count), ref_rstd(row_count);
+      ref_ops.layernorm_forward(kCpuStream, ref_out.data(), ref_mean.data(), ref_rstd.data(), x.data(), weight.data(),
+                                bias.data(), rows, cols, kEps);
+      // Backward on both sides from the CPU's mean and rstd, so that it is compared on its own.
+      std::vector<float> ref_grad_x = grad_x_init, ref_grad_weight = grad_weight_init,
+                         ref_grad_bias = grad_bias_init;
+      ref_ops.layernorm_backward(kCpuStream, ref_grad_x.data(), ref_grad_weight.data(), ref_grad_bias.data(),
+                                 grad_out.data(), x.data(), weight.data(), ref_mean.data(), ref_rstd.data(), rows,
+                                 cols);
+
+      DeviceCopy<float> device_x(gpu, x, offset), device_weight(gpu, weight, offset),
+          device_bias(gpu, bias, offset), device_grad_out(gpu, grad_out, offset),
+          out(gpu, std::vector<float>(n), offset), mean(gpu, std::vector<float>(row_count), offset),
+          rstd(gpu, std::vector<float>(row_count), offset), ref_mean_copy(gpu, ref_mean, offset),
+          ref_rstd_copy(gpu, ref_rstd, offset), grad_x(gpu, grad_x_init, offset),
+          grad_weight(gpu, grad_weight_init, offset), grad_bias(gpu, grad_bias_init, offset);
+      struct Result {
+        std::vector<float> out, mean, rstd, grad_x, grad_weight, grad_bias;
+      };
+      const auto run = [&] {
+        ops.layernorm_forward(gpu.stream, out.get(), mean.get(), rstd.get(), device_x.get(), device_weight.get(),
+                              device_bias.get(), rows, cols, kEps);
+        grad_x.write(grad_x_init);
+        grad_weight.write(grad_weight_init);
+        grad_bias.write(grad_bias_init);
+        ops.layernorm_backward(gpu.stream, grad_x.get(), grad_weight.get(), grad_bias.get(), device_grad_out.get(),
+                               device_x.get(), device_weight.get(), ref_mean_copy.get(), ref_rstd_copy.get(), rows,
+                               cols);
+        return Result{out.read(), mean.read(), rstd.read(), grad_x.read(), grad_weight.read(), grad_bias.read()};
+      };
+      const Result first = first_run(run), second = second_run(run);
+      const std::string name =
+          fmt::format("layernorm {}{}", shape_name(rows, cols), offset != 0 ? " (unaligned)" : "");
+      checker.compare(name + " out", first.out, ref_out, kLayerNormOut);
+      checker.compare(name + " mean", first.mean, ref_mean, kLayerNormStatistic);
+      checker.compare(name + " rstd", first.rstd, ref_rstd, kLayerNormStatistic);
+      checker.compare(name + " grad_x", first.grad_x, ref_grad_x, kLayerNormGradX);
+      checker.compare(name + " grad_weight", first.grad_weight, ref_grad_weight, layernorm_column_sum_tolerance(rows));
+      checker.compare(name + " grad_bias", first.grad_bias, ref_grad_bias, layernorm_column_sum_tolerance(rows));
+      checker.check_deterministic(name + " out", first.out, second.out);
+      checker.check_deterministic(name + " mean", first.mean, second.mean);
+      checker.check_deterministic(name + " rstd", first.rstd, second.rstd);
+      checker.check_deterministic(name + " grad_x", first.grad_x, second.grad_x);
+      checker.check_deterministic(name + " grad_weight", first.grad_weight, second.grad_weight);
+      checker.check_deterministic(name + " grad_bias", first.grad_bias, second.grad_bias);
+    }
+}
+
+// Embedding, weights and grad_out in [-1, 1]. The forward adds two floats per element, and the
+// backward adds each row of grad_out onto its token's row of grad_wte one at a time in increasing
+// position, and onto its position's row of grad_wpe in increasing batch, as the CPU does: the
+// same float additions in the same order, so bitwise equal (kExact), repeated tokens included.
+void test_embedding(const Gpu& gpu, Checker& checker) {
+  struct Case {
+    int64_t batch, seq, channels, vocab;
+  };
+  // Vocabularies of 1 and 5 (every token repeated many times), 17, and GPT-2's 50257 (tokens
+  // mostly distinct); all but the first over 64 positions, one tile of the kernel that finds
+  // equal tokens; 7 and 70 channels are not whole float4s, 1028 is two blocks of 256 float4s.
+  constexpr Case kCases[] = {{1, 1, 1, 1},    {3, 43, 7, 5},     {1, 129, 64, 5},
+                             {4, 129, 70, 5}, {2, 65, 1028, 17}, {2, 300, 96, 50257}};
+  // wpe has rows past seq, which backward must leave as they are.
+  constexpr int64_t kExtraPositions = 3;
+  const trainctl::EmbeddingOps& ops = *gpu.device.embedding;
+  const trainctl::EmbeddingOps& ref_ops = *cpu().embedding;
+  uint64_t seed = 1200;
+  for (const auto [batch, seq, channels, vocab] : kCases)
+    // Offset 1: no row 16-byte aligned, so the kernels move one float at a time.
+    for (size_t offset : {size_t{0}, size_t{1}}) {
+      const auto positions = static_cast<size_t>(batch * seq);
+      const auto out_size = static_cast<size_t>(batch * seq * channels);
+      const auto wte_size = static_cast<size_t>(vocab * channels);
+      const auto wpe_size = static_cast<size_t>((seq + kExtraPositions) * channels);
+      const std::vector<int32_t> tokens = random_labels(positions, vocab, ++seed);
+      const std::vector<float> wte = random_floats(wte_size, -1.0f, 1.0f, ++seed);
+      const std::vector<float> wpe = random_floats(wpe_size, -1.0f, 1.0f, ++seed);
+      const std::vector<float> grad_out = random_floats(out_size, -1.0f, 1.0f, ++seed);
+      // What the gradients hold before backward, which accumulates into them.
+      const std::vector<float> grad_wte_init = random_floats(wte_size, -1.0f, 1.0f, ++seed);
+      const std::vector<float> grad_wpe_init = random_floats(wpe_size, -1.0f, 1.0f, ++seed);
+      std::vector<float> ref_out(out_size), ref_grad_wte = grad_wte_init, ref_grad_wpe = grad_wpe_init;
+      ref_ops.embedding_forward(kCpuStream, ref_out.data(), tokens.data(), wte.data(), wpe.data(), batch, seq,
+                                channels);
+      ref_ops.embedding_backward(kCpuStream, ref_grad_wte.data(), ref_grad_wpe.data(), grad_out.data(),
+                                 tokens.data(), batch, seq, channels);
+
+      DeviceCopy<int32_t> device_tokens(gpu, tokens, offset);
+      DeviceCopy<float> device_wte(gpu, wte, offset), device_wpe(gpu, wpe, offset),
+          device_grad_out(gpu, grad_out, offset), out(gpu, std::vector<float>(out_size), offset),
+          grad_wte(gpu, grad_wte_init, offset), grad_wpe(gpu, grad_wpe_init, offset);
+      struct Result {
+        std::vector<float> out, grad_wte, grad_wpe;
+      };
+      const auto run = [&] {
+        ops.embedding_forward(gpu.stream, out.get(), device_tokens.get(), device_wte.get(), device_wpe.get(), batch,
+                              seq, channels);
+        grad_wte.write(grad_wte_init);
+        grad_wpe.write(grad_wpe_init);
+        ops.embedding_backward(gpu.stream, grad_wte.get(), grad_wpe.get(), device_grad_out.get(), device_tokens.get(),
+                               batch, seq, channels);
+        return Result{out.read(), grad_wte.read(), grad_wpe.read()};
+      };
+      const Result first = first_run(run), second = second_run(run);
+      const std::string name = fmt::format("embedding B={} T={} C={} vocab={}{}", batch, seq, channels, vocab,
+                                           offset != 0 ? " (unaligned)" : "");
+      checker.compare(name + " out", first.out, ref_out, kExact);
+      checker.compare(name + " grad_wte", first.grad_wte, ref_grad_wte, kExact);
+      checker.compare(name + " grad_wpe", first.grad_wpe, ref_grad_wpe, kExact);
+      checker.check_deterministic(name + " out", first.out, second.out);
+      checker.check_deterministic(name + " grad_wte", first.grad_wte, second.grad_wte);
+      checker.check_deterministic(name + " grad_wpe", first.grad_wpe, second.grad_wpe);
+    }
+}
+
+struct TestGroup {
+  const char* name;
+  std::function<void(const Gpu&, Checker&)> run;
+};
+
+// The groups of the default run, and of --large.
+std::vector<TestGroup> test_groups(bool large) {
+  if (large)
+    return {{"gemm", test_benchmark_gemms},
+            {"bias_act_forward",
+             [](const Gpu& gpu, Checker& checker) {
+               test_bias_act_forward(gpu, checker, kBenchmarkActivationShapes, 850);
+             }},
+            {"bias_act_backward", [](const Gpu& gpu, Checker& checker) {
+               test_bias_act_backward(gpu, checker, kBenchmarkActivationShapes, 900);
+             }}};
+  return {{"memory", test_memory},
+          {"gemm", test_gemms},
+          {"bias_act_forward",
+           [](const Gpu& gpu, Checker& checker) { test_bias_act_forward(gpu, checker, kActivationShapes, 300); }},
+          {"bias_act_backward",
+           [](const Gpu& gpu, Checker& checker) { test_bias_act_backward(gpu, checker, kActivationShapes, 400); }},
+          {"add", test_add},
+          {"softmax_cross_entropy", test_softmax_cross_entropy},
+          {"optimizers", test_optimizers},
+          {"sum_squares_and_scale", test_sum_squares_and_scale},
+          {"attention", test_attention},
+          {"layernorm", test_layernorm},
+          {"embedding", test_embedding}};
+}
+
+struct Options {
+  bool large = false;
+  std::string only;  // one group's name; all when empty
+};
+
+// Parses [--large] [--only GROUP] [--schedules FIRST,SECOND]; false on anything else.
+bool parse_options(int argc, char** argv, Options& options) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--large") {
+      options.large = true;
+    } else if (arg == "--only" && i + 1 < argc) {
+      options.only = argv[++i];
+    } else if (arg == "--schedules" && i + 1 < argc) {
+      const std::string both = argv[++i];
+      const size_t comma = both.find(',');
+      if (comma == std::string::npos || comma == 0 || comma + 1 == both.size()) return false;
+      schedules = {both.substr(0, comma), both.substr(comma + 1)};
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
-using TestGroup = std::function<void(const Gpu&, Checker&)>;
-
+// The CUDA table is the backend library TRAINCTL_CUDA_BACKEND names (kernels/device.h): the GPU's,
+// or the CPU implementation of CUDA's.
 int main(int argc, char** argv) {
-  const bool large = argc == 2 && std::strcmp(argv[1], "--large") == 0;
-  if (argc > 2 || (argc == 2 && !large)) {
-    std::fprintf(stderr, "usage: %s [--large]\n", argv[0]);
+  Options options;
+  if (!parse_options(argc, argv, options)) {
+    std::fprintf(stderr, "usage: %s [--large] [--only GROUP] [--schedules FIRST,SECOND]\n", argv[0]);
     return 2;
   }
-  const Device* cuda = trainctl::find_device("cuda");
-  if (cuda == nullptr) {
-    std::puts("FAIL: this build has no CUDA device table, though this test is built only with it");
+  const Device* cuda = nullptr;
+  try {
+    cuda = trainctl::find_device("cuda");
+  } catch (const trainctl::DeviceUnavailable& error) {
+    std::printf("FAIL: %s\n", error.what());
     return 1;
   }
   try {
-    cuda->memory.bind_local(0, 1);
+    std::printf("[INFO] device: %s\n", cuda->memory.bind_local(0, 1).c_str());
   } catch (const trainctl::DeviceUnavailable& error) {
     std::printf("SKIP: %s\n", error.what());
     return 77;
@@ -673,41 +975,22 @@ int main(int argc, char** argv) {
     std::printf("FAIL: binding to GPU 0: %s\n", error.what());
     return 1;
   }
-  cudaStream_t stream = nullptr;
-  if (const cudaError_t status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); status != cudaSuccess) {
-    std::printf("FAIL: cudaStreamCreateWithFlags: %s\n", cudaGetErrorString(status));
-    return 1;
-  }
-  const Gpu gpu{*cuda, Stream{stream}};
+  const Gpu gpu{*cuda, cuda->streams.create()};
 
   Checker checker;
-  const std::vector<TestGroup> groups =
-      large ? std::vector<TestGroup>{test_benchmark_gemms,
-                                     [](const Gpu& gpu, Checker& checker) {
-                                       test_bias_act_forward(gpu, checker, kBenchmarkActivationShapes, 850);
-                                     },
-                                     [](const Gpu& gpu, Checker& checker) {
-                                       test_bias_act_backward(gpu, checker, kBenchmarkActivationShapes, 900);
-                                     }}
-            : std::vector<TestGroup>{test_memory,
-                                     test_gemms,
-                                     [](const Gpu& gpu, Checker& checker) {
-                                       test_bias_act_forward(gpu, checker, kActivationShapes, 300);
-                                     },
-                                     [](const Gpu& gpu, Checker& checker) {
-                                       test_bias_act_backward(gpu, checker, kActivationShapes, 400);
-                                     },
-                                     test_add,
-                                     test_softmax_cross_entropy,
-                                     test_optimizers,
-                                     test_sum_squares_and_scale};
-  for (const auto& group : groups) {
+  bool found = options.only.empty();
+  for (const TestGroup& group : test_groups(options.large)) {
+    if (!options.only.empty() && options.only != group.name) continue;
+    found = true;
     try {
-      group(gpu, checker);
+      group.run(gpu, checker);
     } catch (const std::exception& error) {
-      checker.record(false, std::string("exception: ") + error.what());
+      checker.record(false, std::string(group.name) + ": exception: " + error.what());
     }
   }
+  if (!found) checker.record(false, "--only " + options.only + ": no such group");
+  cuda->streams.destroy(gpu.stream);
+  cuda->memory.unbind();
   std::printf("%d checks, %d failed\n", checker.checks(), checker.failures());
   return checker.failures() == 0 && checker.checks() > 0 ? 0 : 1;
 }

@@ -170,7 +170,7 @@ TEST_CASE("gemm_bf16 sums its products in fp32") {
 }
 
 TEST_CASE("the CPU device binds to nothing and pins nothing, copies, and estimates its peak") {
-  cpu().memory.bind_local(0, 1);
+  CHECK(cpu().memory.bind_local(0, 1) == "the host's CPU");
   cpu().memory.bind_local(3, 8);
   std::vector<float> host{1.0f, 2.0f, 3.0f};
   cpu().memory.pin_host(host.data(), host.size() * sizeof(float));
@@ -188,7 +188,6 @@ TEST_CASE("the CPU device binds to nothing and pins nothing, copies, and estimat
 TEST_CASE("the registry finds the CPU table, whole, by name") {
   CHECK(trainctl::find_device("cpu") == &cpu());
   CHECK(trainctl::find_device("tpu") == nullptr);
-  CHECK(trainctl::available_devices().front() == "cpu");
   CHECK_NOTHROW(trainctl::check_device_table(cpu()));
   CHECK(trainctl::missing_families(cpu(), {trainctl::OpFamily::kNorm, trainctl::OpFamily::kEmbedding,
                                            trainctl::OpFamily::kAttention})

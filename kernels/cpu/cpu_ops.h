@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "device.h"
 
@@ -54,7 +55,7 @@ float* zeroed_column_sums(int slot, int64_t cols);
 void add_column_sums(float* gradient, const float* sums, int64_t cols);
 
 // memory.cpp
-void bind_local(int local_rank, int local_size);
+std::string bind_local(int local_rank, int local_size);
 void* alloc(size_t bytes);
 void release(void* pointer);
 // Host and device memory are the same memory: upload, download and copy are all this.
@@ -64,6 +65,10 @@ void pin_host(void* host, size_t bytes);
 void unpin_host(void* host);
 double peak_flops(bool bf16);
 int64_t peak_allocated_bytes();
+void unbind();
+// Every op completes before it returns, so there is nothing to queue: every stream is Stream{}.
+Stream create_stream();
+void destroy_stream(Stream stream);
 
 // blas.cpp
 void gemm(Stream stream, const Gemm& gemm);

@@ -59,7 +59,7 @@ double estimate_peak_flops() {
 
 }  // namespace
 
-void bind_local(int, int) {}
+std::string bind_local(int, int) { return "the host's CPU"; }
 
 void* alloc(size_t bytes) {
   // 64-byte alignment keeps OpenBLAS on its aligned paths; aligned_alloc needs a multiple of it.
@@ -86,5 +86,11 @@ double peak_flops(bool) {
 }
 
 int64_t peak_allocated_bytes() { return 0; }
+
+// The ops' scratch is thread_local, released with the thread.
+void unbind() {}
+
+Stream create_stream() { return Stream{}; }
+void destroy_stream(Stream) {}
 
 }  // namespace trainctl::cpu

@@ -84,13 +84,22 @@ uint32_t alignment_of(const void* base, int64_t stride, size_t element_bytes, in
 
 size_t element_bytes(cudaDataType_t type) { return type == CUDA_R_16BF ? sizeof(__nv_bfloat16) : sizeof(float); }
 
+// The cuBLASLt handle and the plans made with it, from the first GEMM until unbind; never
+// destroyed at exit, where cuBLASLt may already be gone.
+struct BlasState {
+  cublasLtHandle_t handle = nullptr;
+  std::map<GemmKey, GemmPlan> plans;
+};
+
+BlasState& blas_state() {
+  static auto* const state = new BlasState;
+  return *state;
+}
+
 cublasLtHandle_t cublaslt_handle() {
-  static const cublasLtHandle_t handle = [] {
-    cublasLtHandle_t created = nullptr;
-    CUBLAS_CHECK(cublasLtCreate(&created));
-    return created;
-  }();
-  return handle;
+  BlasState& state = blas_state();
+  if (state.handle == nullptr) CUBLAS_CHECK(cublasLtCreate(&state.handle));
+  return state.handle;
 }
 
 template <typename Value>
@@ -155,7 +164,7 @@ GemmPlan make_plan(const GemmKey& key) {
 void run_gemm(cudaStream_t stream, const Gemm& gemm, cudaDataType_t input_type, const void* a,
               const StoredMatrix& a_layout, const void* b, const StoredMatrix& b_layout) {
   if (gemm.m == 0 || gemm.n == 0 || gemm.batch == 0) return;
-  static std::map<GemmKey, GemmPlan> plans;
+  std::map<GemmKey, GemmPlan>& plans = blas_state().plans;
   const bool batched = gemm.batch > 1;
   const GemmKey key{
       .input_type = input_type,
@@ -213,6 +222,18 @@ RoundedOperand round_to_bf16(cudaStream_t stream, const float* values, const Sto
 }
 
 }  // namespace
+
+void release_gemm_plans() {
+  BlasState& state = blas_state();
+  for (const auto& [key, plan] : state.plans) {
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(plan.operation));
+    for (cublasLtMatrixLayout_t layout : {plan.layout_first, plan.layout_second, plan.layout_c})
+      CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(layout));
+  }
+  state.plans.clear();
+  if (state.handle != nullptr) CUBLAS_CHECK(cublasLtDestroy(state.handle));
+  state.handle = nullptr;
+}
 
 void gemm(Stream stream, const Gemm& gemm) {
   run_gemm(cuda_stream(stream), gemm, CUDA_R_32F, gemm.a, stored_a(gemm), gemm.b, stored_b(gemm));

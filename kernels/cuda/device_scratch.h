@@ -1,7 +1,9 @@
 // DeviceScratch: device memory that an op reuses from call to call (bf16 copies of GEMM operands,
 // cuBLASLt's workspace, partial sums of reductions), grown to the largest size asked for; and
 // StreamScratch, one set of them per stream, so that ops ordered on different streams never
-// share scratch and may run at the same time.
+// share scratch and may run at the same time. Scratch lives until the stream is destroyed
+// through the table (destroy_stream) or the table is unbound (unbind), never into the exit,
+// where cudaFree may find the CUDA runtime already gone.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,19 +16,20 @@
 
 namespace trainctl::cuda_kernels {
 
-// The ops are called from the one thread that drives the device, so scratch needs no lock. It is
-// never freed: a destructor would run cudaFree at exit, after the CUDA runtime may have shut
-// down, and the driver reclaims the memory with the process.
+// The ops are called from the one thread that drives the device, so scratch needs no lock.
 class DeviceScratch {
  public:
   // zero_when_grown: new memory starts as zero bytes (counters that kernels reset after use).
   explicit DeviceScratch(bool zero_when_grown = false) : zero_when_grown_(zero_when_grown) {}
   DeviceScratch(const DeviceScratch&) = delete;
   DeviceScratch& operator=(const DeviceScratch&) = delete;
+  // release (cudaFree) waits for the device, so no kernel still in flight uses the memory.
+  ~DeviceScratch() {
+    if (data_ != nullptr) release(data_);
+  }
 
   // At least `bytes` bytes for work ordered on `stream`; what an earlier call left there is lost
-  // when it grows. release (cudaFree) waits for the device, so no kernel still in flight uses the
-  // old memory, and the zeroing is ordered before the work that follows on `stream`. Through
+  // when it grows. The zeroing is ordered before the work that follows on `stream`. Through
   // alloc and release, so that the peak device memory of the metrics counts scratch too.
   template <typename T = void>
   T* get(size_t bytes, cudaStream_t stream) {
@@ -56,17 +59,27 @@ struct StreamScratch {
   DeviceScratch block_counters{/*zero_when_grown=*/true};
   // The final values that host-valued ops copy back.
   DeviceScratch reduction_results;
+  // What one kernel of an op leaves for the next: layernorm_backward's row means, the chains of
+  // equal tokens of embedding_backward.
+  DeviceScratch intermediates;
   DeviceScratch gemm_workspace;
   // gemm_bf16's operands rounded to bf16.
   DeviceScratch bf16_a, bf16_b;
 };
 
-// A stream's scratch, made on its first use and kept by handle. CUDA may give a new stream the
-// handle of a destroyed one, and with it that stream's scratch: so synchronize a stream that ran
-// ops before destroying it, or its last ops may still be using what the new stream's ops reuse.
-inline StreamScratch& scratch_of(cudaStream_t stream) {
-  static std::map<cudaStream_t, StreamScratch> scratch;
-  return scratch[stream];
+// Every stream's scratch by handle; the map itself is never destroyed, so that no cudaFree runs
+// at exit.
+inline std::map<cudaStream_t, StreamScratch>& stream_scratch() {
+  static auto* const scratch = new std::map<cudaStream_t, StreamScratch>;
+  return *scratch;
 }
+
+// A stream's scratch, made on its first use.
+inline StreamScratch& scratch_of(cudaStream_t stream) { return stream_scratch()[stream]; }
+
+// A stream's scratch, once the stream's work is done and before CUDA may hand its handle to a
+// new stream.
+inline void release_scratch(cudaStream_t stream) { stream_scratch().erase(stream); }
+inline void release_all_scratch() { stream_scratch().clear(); }
 
 }  // namespace trainctl::cuda_kernels

@@ -1,13 +1,16 @@
-// What the CUDA kernels share: launch shapes, grid-stride indexing, and the deterministic
-// reductions (fixed-order warp and block sums; the last block of a grid combining every block's
-// partial result), which make each op give bitwise the same result on every run, and the way of
-// their results back to the host.
+// What the CUDA kernels share: launch shapes, grid-stride indexing, float4 or scalar access to
+// rows, and the deterministic reductions (fixed-order warp and block sums; the last block of a
+// grid combining every block's partial result; column sums of a matrix into gradients), which
+// make each op give bitwise the same result on every run, and the way of their results back to
+// the host.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
@@ -33,13 +36,73 @@ inline unsigned int blocks_for(int64_t n) {
 __device__ inline int64_t grid_thread_index() { return blockIdx.x * int64_t{blockDim.x} + threadIdx.x; }
 __device__ inline int64_t grid_thread_count() { return gridDim.x * int64_t{blockDim.x}; }
 
-// Launches kernel(args...) with blocks_for(n) blocks on `stream`; nothing to do for n == 0 (a
-// grid of no blocks is a launch error).
+// Blocks of kBlockThreads for a kernel with a warp per row (rows > 0): warp w of the grid takes
+// rows w, w + grid_warp_count(), ... All lanes of a warp go through the same rows, so the warp's
+// shuffles are reached by all of them.
+inline unsigned int blocks_for_rows(int64_t rows) {
+  return static_cast<unsigned int>(std::min(ceil_div(rows, kBlockWarps), kMaxBlocks));
+}
+__device__ inline int64_t grid_warp_index() { return blockIdx.x * int64_t{kBlockWarps} + threadIdx.x / kWarpSize; }
+__device__ inline int64_t grid_warp_count() { return gridDim.x * int64_t{kBlockWarps}; }
+__device__ inline int lane_index() { return static_cast<int>(threadIdx.x % kWarpSize); }
+
+// Launches kernel(args...) on `stream` as `grid` blocks of `block` threads, through CUDA's
+// templated cudaLaunchKernelEx: the toolkit's under nvcc, the CPU implementation's
+// (cuda_on_cpu/) under the host compiler, so that one source builds for both. Every launch of
+// kernels/cuda goes through here.
+template <typename... Params, typename... Args>
+void launch(cudaStream_t stream, dim3 grid, dim3 block, void (*kernel)(Params...), Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.stream = stream;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
+// Launches kernel(args...) with blocks_for(n) blocks of kBlockThreads on `stream`; nothing to do
+// for n == 0 (a grid of no blocks is a launch error).
 template <typename... Params, typename... Args>
 void launch_over(cudaStream_t stream, int64_t n, void (*kernel)(Params...), Args... args) {
   if (n == 0) return;
-  kernel<<<blocks_for(n), kBlockThreads, 0, stream>>>(static_cast<Params>(args)...);
-  CUDA_CHECK(cudaGetLastError());
+  launch(stream, blocks_for(n), kBlockThreads, kernel, args...);
+}
+
+// kWidth consecutive floats of a row, moved as one float4 when kWidth is 4 (the address is then
+// 16-byte aligned), else as one float.
+template <int kWidth>
+struct Floats {
+  static_assert(kWidth == 1 || kWidth == 4);
+  float v[kWidth];
+};
+
+template <int kWidth>
+__device__ inline Floats<kWidth> load_floats(const float* address) {
+  if constexpr (kWidth == 4) {
+    const float4 quad = *reinterpret_cast<const float4*>(address);
+    return {{quad.x, quad.y, quad.z, quad.w}};
+  } else {
+    return {{*address}};
+  }
+}
+
+template <int kWidth>
+__device__ inline void store_floats(float* address, const Floats<kWidth>& values) {
+  if constexpr (kWidth == 4)
+    *reinterpret_cast<float4*>(address) = make_float4(values.v[0], values.v[1], values.v[2], values.v[3]);
+  else
+    *address = values.v[0];
+}
+
+// body(std::integral_constant<int, kWidth>): kWidth 4 when every row of `cols` floats at each
+// of `rows` starts 16-byte aligned (then a row is whole float4s), else 1, the scalar path.
+template <typename Body>
+void with_vector_width(int64_t cols, std::initializer_list<const void*> rows, Body body) {
+  bool aligned = cols % 4 == 0;
+  for (const void* row : rows) aligned = aligned && reinterpret_cast<uintptr_t>(row) % alignof(float4) == 0;
+  if (aligned)
+    body(std::integral_constant<int, 4>{});
+  else
+    body(std::integral_constant<int, 1>{});
 }
 
 // Sum over the warp by an xor butterfly: every lane ends with the same bits, since each pairwise
@@ -81,6 +144,100 @@ __device__ inline bool finished_last(unsigned int* counter, unsigned int blocks)
   }
   __syncthreads();
   return is_last;
+}
+
+// Column sums: a kernel that sums a [rows, cols] matrix over its rows into per-column
+// gradients (a bias; LayerNorm's weight and bias), without float atomics and in a fixed order.
+// Its blocks are 32 columns by 8 row lanes, so that each warp reads 32 consecutive floats of a
+// row. A block covers a range of rows of its column tile: each thread sums its rows in order, the
+// block adds its lanes' sums in lane order; with more than one row block, each block stores its
+// sums and the last of the tile to finish adds them in row-block order. The call's sums are
+// formed first and added to the gradient once, as the CPU reference adds them
+// (zeroed_column_sums, add_column_sums). A block covers kColumnSumRowsPerBlock rows, or more
+// where that would make over kColumnSumMaxRowBlocks per tile (the last block's sum over them
+// grows) or kColumnSumMaxBlocks in all (a few waves fill the GPU; the partial sums stay small).
+constexpr int kColumnSumTile = kWarpSize;
+constexpr int kColumnSumLanes = kBlockThreads / kColumnSumTile;
+constexpr int64_t kColumnSumRowsPerBlock = 64;
+constexpr int64_t kColumnSumMaxRowBlocks = 256;
+constexpr int64_t kColumnSumMaxBlocks = 4096;
+
+// A column-sum kernel's shape and scratch, passed to it by value.
+struct ColumnSums {
+  int64_t rows, cols, rows_per_block;
+  float* partials;         // [row block][sum][cols]; null with one row block
+  unsigned int* counters;  // one per column tile, zero between launches
+};
+
+struct ColumnSumLaunch {
+  dim3 grid, block;
+  ColumnSums sums;
+};
+
+// The launch of a kernel that forms `sums` column sums of [rows, cols] (both > 0) through
+// sum_columns, with scratch from `stream`'s.
+inline ColumnSumLaunch column_sum_launch(cudaStream_t stream, int64_t rows, int64_t cols, int sums) {
+  const int64_t column_tiles = ceil_div(cols, kColumnSumTile);
+  const int64_t row_blocks = std::min({ceil_div(rows, kColumnSumRowsPerBlock), kColumnSumMaxRowBlocks,
+                                       std::max(int64_t{1}, kColumnSumMaxBlocks / column_tiles)});
+  ColumnSums shape{rows, cols, ceil_div(rows, row_blocks), nullptr, nullptr};
+  if (row_blocks > 1) {
+    StreamScratch& scratch = scratch_of(stream);
+    shape.partials =
+        scratch.reduction_partials.get<float>(static_cast<size_t>(row_blocks * sums * cols) * sizeof(float), stream);
+    shape.counters =
+        scratch.block_counters.get<unsigned int>(static_cast<size_t>(column_tiles) * sizeof(unsigned int), stream);
+  }
+  return {dim3(static_cast<unsigned int>(column_tiles), static_cast<unsigned int>(row_blocks)),
+          dim3(kColumnSumTile, kColumnSumLanes), shape};
+}
+
+// The body of a column-sum kernel, run by every thread of the block: element(row, column, sums)
+// for each element of the thread's share, which does the kernel's elementwise work and adds the
+// element's terms to sums[0, kSums); then gradients[s][column] += the column's sum s over all
+// rows. It returns early in the blocks that leave the adding to another, so the kernel does
+// nothing after it.
+template <int kSums, typename Element>
+__device__ void sum_columns(const ColumnSums& shape, float* const (&gradients)[kSums], Element element) {
+  __shared__ float lane_sums[kSums][kColumnSumLanes][kColumnSumTile];
+  const int64_t column = blockIdx.x * int64_t{kColumnSumTile} + threadIdx.x;
+  const bool in_matrix = column < shape.cols;
+  const int64_t first_row = blockIdx.y * shape.rows_per_block;
+  const int64_t end_row =
+      first_row + shape.rows_per_block < shape.rows ? first_row + shape.rows_per_block : shape.rows;
+  float sums[kSums] = {};
+  if (in_matrix)
+    for (int64_t row = first_row + threadIdx.y; row < end_row; row += kColumnSumLanes) element(row, column, sums);
+
+  // Replaces each of a thread's sums by the sum over the row lanes of its column, in lane order.
+  auto sum_lanes = [&](float (&values)[kSums]) {
+    for (int s = 0; s < kSums; ++s) lane_sums[s][threadIdx.y][threadIdx.x] = values[s];
+    __syncthreads();
+    for (int s = 0; s < kSums; ++s) {
+      float total = lane_sums[s][0][threadIdx.x];
+      for (int lane = 1; lane < kColumnSumLanes; ++lane) total += lane_sums[s][lane][threadIdx.x];
+      values[s] = total;
+    }
+    __syncthreads();  // lane_sums is free for the next call
+  };
+  sum_lanes(sums);
+  const bool writes_column = threadIdx.y == 0 && in_matrix;
+  if (gridDim.y == 1) {
+    if (writes_column)
+      for (int s = 0; s < kSums; ++s) gradients[s][column] += sums[s];
+    return;
+  }
+  if (writes_column)
+    for (int s = 0; s < kSums; ++s) shape.partials[(blockIdx.y * int64_t{kSums} + s) * shape.cols + column] = sums[s];
+  if (!finished_last(&shape.counters[blockIdx.x], gridDim.y)) return;
+  float totals[kSums] = {};
+  if (in_matrix)
+    for (int64_t row_block = threadIdx.y; row_block < gridDim.y; row_block += kColumnSumLanes)
+      for (int s = 0; s < kSums; ++s)
+        totals[s] += __ldcg(&shape.partials[(row_block * kSums + s) * shape.cols + column]);
+  sum_lanes(totals);
+  if (writes_column)
+    for (int s = 0; s < kSums; ++s) gradients[s][column] += totals[s];
 }
 
 // A reduction's result on the host, once the work before it on `stream` is done; waits for

@@ -93,9 +93,8 @@ void softmax_cross_entropy(Stream stream, const float* logits, const int32_t* la
     auto* block_totals = scratch.reduction_partials.get<LossTotals>(blocks * sizeof(LossTotals), cuda);
     auto* counter = scratch.block_counters.get<unsigned int>(sizeof(unsigned int), cuda);
     auto* totals = scratch.reduction_results.get<LossTotals>(sizeof(LossTotals), cuda);
-    softmax_cross_entropy_kernel<<<blocks, kBlockThreads, 0, cuda>>>(logits, labels, grad_logits, rows, classes,
-                                                                     grad_scale, block_totals, counter, totals);
-    CUDA_CHECK(cudaGetLastError());
+    launch(cuda, blocks, kBlockThreads, softmax_cross_entropy_kernel, logits, labels, grad_logits, rows, classes,
+           grad_scale, block_totals, counter, totals);
     host_totals = host_value(cuda, totals);
   }
   *loss_sum = host_totals.loss_sum;

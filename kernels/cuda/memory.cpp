@@ -1,6 +1,6 @@
-// The CUDA memory family: binding a rank to its GPU, device memory and its peak use, copies
-// ordered on a stream, page-locked host memory, and the GPU's peak FLOP/s from a table of known
-// products.
+// The CUDA memory family: binding a rank to its GPU (and releasing what the table keeps for
+// itself), device memory and its peak use, copies ordered on a stream, page-locked host memory,
+// streams of the caller's own, and the GPU's peak FLOP/s from a table of known products.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/device_scratch.h"
 
 namespace trainctl::cuda_kernels {
 
@@ -70,9 +71,23 @@ void forget_allocation(void* pointer) {
   book.sizes.erase(found);
 }
 
+// "NVIDIA H100 80GB HBM3 (visible GPU 1 of CUDA_VISIBLE_DEVICES="0,1", PCI 0000:1b:00.0,
+// GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)": what tells this rank's GPU from its neighbours'.
+std::string describe_device(int device) {
+  cudaDeviceProp properties{};
+  CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+  std::string uuid = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) uuid += '-';
+    uuid += fmt::format("{:02x}", static_cast<unsigned char>(properties.uuid.bytes[i]));
+  }
+  return fmt::format("{} (visible GPU {} of {}, PCI {:04x}:{:02x}:{:02x}.0, {})", properties.name, device,
+                     visible_devices(), properties.pciDomainID, properties.pciBusID, properties.pciDeviceID, uuid);
+}
+
 }  // namespace
 
-void bind_local(int local_rank, int local_size) {
+std::string bind_local(int local_rank, int local_size) {
   int count = 0;
   // Not CUDA_CHECK: no usable GPU is a fact about this machine (DeviceUnavailable, bad input for
   // the run), not a failed call.
@@ -85,6 +100,26 @@ void bind_local(int local_rank, int local_size) {
     throw DeviceUnavailable(fmt::format("{} ranks on this node but only {} GPUs visible ({}); each rank needs a GPU",
                                         local_size, count, visible_devices()));
   CUDA_CHECK(cudaSetDevice(local_rank));
+  return describe_device(local_rank);
+}
+
+void unbind() {
+  release_all_scratch();
+  release_gemm_plans();
+}
+
+Stream create_stream() {
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return Stream{stream};
+}
+
+// The stream's work is done before its scratch goes: a new stream may get the same handle.
+void destroy_stream(Stream stream) {
+  const cudaStream_t cuda = cuda_stream(stream);
+  CUDA_CHECK(cudaStreamSynchronize(cuda));
+  release_scratch(cuda);
+  CUDA_CHECK(cudaStreamDestroy(cuda));
 }
 
 void* alloc(size_t bytes) {

@@ -98,8 +98,7 @@ double sum_squares(Stream stream, const float* x, int64_t n) {
   auto* block_sums = scratch.reduction_partials.get<double>(blocks * sizeof(double), cuda);
   auto* counter = scratch.block_counters.get<unsigned int>(sizeof(unsigned int), cuda);
   auto* total = scratch.reduction_results.get<double>(sizeof(double), cuda);
-  sum_squares_kernel<<<blocks, kBlockThreads, 0, cuda>>>(x, n, block_sums, counter, total);
-  CUDA_CHECK(cudaGetLastError());
+  launch(cuda, blocks, kBlockThreads, sum_squares_kernel, x, n, block_sums, counter, total);
   return host_value(cuda, total);
 }
 

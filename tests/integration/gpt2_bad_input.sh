@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the runtime refuses for a gpt2 run, each with exit 2 and a message naming the key and the
 # file: token files that are not llm.c's format or do not fit the model, a checkpoint of another
-# model kind or shape, and a device without the transformer's ops.
+# model kind or shape, and a CUDA device that cannot be used here.
 source "$(dirname "$0")/lib.sh"
 make_token_data
 
@@ -48,9 +48,17 @@ write_config wide.toml shaped "${gpt2[@]}" model.n_embd=64
 expect_exit 2 "$TRAINCTL" run wide.toml --resume
 expect_message "checkpoint $work/runs/shaped/checkpoints/step-00000004.h5 does not fit the config's model: it has transformer.wte.weight [256, 32], the config needs transformer.wte.weight [256, 64]"
 
-# The CUDA table has no transformer ops yet; a build without CUDA has no CUDA table at all.
+# train.device = "cuda" where it cannot run: a backend library that cannot be opened, no GPU
+# visible, fewer GPUs than ranks on the node (the CPU implementation of CUDA has the GPUs that
+# CUDA_VISIBLE_DEVICES names).
 write_config cuda.toml cuda "${gpt2[@]}" train.device='"cuda"' job.gpus_per_node=1
-expect_exit 2 "$TRAINCTL" run cuda.toml
-grep -qE 'model.kind = "gpt2" needs the norm, embedding, attention ops, which device "cuda" does not have yet|train.device = "cuda": this trainctl-runtime was built without it' err.txt ||
-  fail "unexpected message: $(cat err.txt)"
+TRAINCTL_CUDA_BACKEND=$work/missing.so expect_exit 2 "$TRAINCTL" run cuda.toml --run-dir runs/no-backend
+expect_message "train.device = \"cuda\": cannot open the CUDA backend: $work/missing.so: cannot open shared object file"
+TRAINCTL_CUDA_BACKEND=cpu CUDA_VISIBLE_DEVICES= expect_exit 2 "$TRAINCTL" run cuda.toml --run-dir runs/no-gpu
+expect_message 'train.device = "cuda": no usable CUDA device: cudaGetDeviceCount failed with cudaErrorNoDevice (no CUDA-capable device is detected); CUDA_VISIBLE_DEVICES=""'
+if [ "$TRAINCTL_HAVE_MPI" = 1 ]; then
+  write_config cuda2.toml cuda2 "${gpt2[@]}" train.device='"cuda"' job.ranks_per_node=2 job.gpus_per_node=2
+  TRAINCTL_CUDA_BACKEND=cpu CUDA_VISIBLE_DEVICES=3 expect_exit 2 "$TRAINCTL" run cuda2.toml --ranks 2
+  expect_message '2 ranks on this node but only 1 GPUs visible (CUDA_VISIBLE_DEVICES="3"); each rank needs a GPU'
+fi
 echo "PASS"

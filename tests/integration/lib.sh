@@ -100,10 +100,12 @@ require_mpi() {
 
 # --- the local SLURM cluster -------------------------------------------------------------------
 
+# require_cluster NODES [GPUS]: the local cluster in this shape, GPUS fake GPUs per node (default 0,
+# none). scripts/cluster.sh restarts it when another test left another shape, GPUs included.
 require_cluster() {
   require_mpi
   [ "$(id -u)" -eq 0 ] || { echo "SKIP: the local SLURM cluster needs root"; exit 77; }
-  "$TRAINCTL_SOURCE_DIR/scripts/cluster.sh" up --nodes "$1" >/dev/null
+  "$TRAINCTL_SOURCE_DIR/scripts/cluster.sh" up --nodes "$1" --gpus "${2:-0}" >/dev/null
 }
 
 job_field() { scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1; }

@@ -1,0 +1,93 @@
+// The CPU implementation's device: its memory (host memory, each allocation recorded so that
+// copies, kernel arguments and cuBLASLt operands can be checked against it), its streams (queues
+// of work that run only when something waits for them, so that work ordered on the wrong stream
+// shows as a wrong result), events, and errors (the sticky kind a faulting kernel leaves behind).
+// One lock guards all of it; whoever drains a stream runs its work while holding it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+
+// The toolkit only declares the handles' structs; these are the CPU implementation's.
+struct CUstream_st {
+  // Synchronizes with the legacy default stream (streams created without cudaStreamNonBlocking).
+  bool blocking = false;
+  std::deque<std::function<void()>> queue;
+  uint64_t enqueued = 0;  // work items ever queued
+  uint64_t executed = 0;  // of which done
+  bool executing = false;
+};
+
+struct CUevent_st {
+  CUstream_st* stream = nullptr;  // null: never recorded, or its stream is gone (complete)
+  uint64_t position = 0;          // complete once the stream has executed this many items
+};
+
+namespace cuda_on_cpu {
+
+std::recursive_mutex& device_mutex();
+
+// --- memory -------------------------------------------------------------------------------
+enum class MemoryKind { kDevice, kPinnedHost };
+
+struct Allocation {
+  const char* base;
+  size_t bytes;
+  MemoryKind kind;
+};
+
+// The allocation that holds [address, address + bytes), or null. With bytes == 0 an address one
+// past the end counts as inside (an empty range, or a pointer a kernel may never dereference).
+const Allocation* find_allocation(const void* address, size_t bytes);
+void* allocate_device(size_t bytes);
+// Returns false when `pointer` is not an allocation's base.
+bool release_device(void* pointer);
+cudaError_t register_host(void* host, size_t bytes);
+cudaError_t unregister_host(void* host);
+
+// --- devices: the fake GPUs CUDA_VISIBLE_DEVICES names ----------------------------------------
+// The visible devices: as many as CUDA_VISIBLE_DEVICES lists (each entry an index below the
+// machine's TRAINCTL_CUDA_ON_CPU_GPUS, default 8), all of them when it is unset.
+int visible_device_count();
+// The machine's index of visible device `device` (the entry of CUDA_VISIBLE_DEVICES).
+int physical_device(int device);
+int& current_device();
+
+// --- errors ---------------------------------------------------------------------------------
+// cudaSuccess, or the error a fault left: every later call returns it, as a GPU context's does.
+cudaError_t sticky_error();
+// Records a fault: prints `why` and makes `error` sticky; queued work is dropped.
+void fault(cudaError_t error, const std::string& why);
+// Sets the calling thread's last error (cudaGetLastError) when `error` is one, and returns it.
+cudaError_t record(cudaError_t error);
+cudaError_t take_last_error();
+
+// --- streams --------------------------------------------------------------------------------
+// The stream a handle names: null and cudaStreamLegacy are the legacy default stream; null for a
+// handle that is not a live stream.
+CUstream_st* resolve(cudaStream_t stream);
+CUstream_st* create_stream(bool blocking);
+bool is_live(const CUstream_st* stream);
+void destroy_stream(CUstream_st* stream);
+// Queues `work` on `stream` after what is queued there, and, as CUDA orders them, after the
+// work queued so far on the streams the legacy default stream synchronizes with.
+void enqueue(CUstream_st* stream, std::function<void()> work);
+// Runs `stream`'s work up to `position` items (what it waits for first).
+void drain_to(CUstream_st* stream, uint64_t position);
+void drain(CUstream_st* stream);
+void drain_all();
+void record_event(CUevent_st* event, CUstream_st* stream);
+void forget_event(CUevent_st* event);
+
+// Code, for reports: "function (file:line)" where addr2line finds debug information, else the
+// library and the offset in it. A return address names the call before it.
+enum class CodeAddress { kFunction, kReturnAddress };
+std::string describe_code(const void* address, CodeAddress kind);
+
+}  // namespace cuda_on_cpu

@@ -1,0 +1,60 @@
+// The CUDA collectives family: a DeviceGroup is an NCCL communicator with a non-blocking stream
+// of its own, bootstrapped by the caller's `share` (rank 0 makes the unique id and broadcasts
+// it). A reduction waits, through an event, for the work queued on the stream it comes after,
+// and no longer; work that needs the reduced values waits for the group's stream the same way.
+// So the reduction of one layer's gradients overlaps the backward pass through the layers
+// before it, and the host never waits.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <memory>
+
+#include "cuda/cuda_check.h"
+#include "cuda/cuda_ops.h"
+
+namespace trainctl {
+
+struct DeviceGroup {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t inputs_ready = nullptr, reduced = nullptr;
+};
+
+namespace cuda_kernels {
+
+DeviceGroup* open_group(int rank, int ranks, const std::function<void(void* bytes, size_t size)>& share) {
+  ncclUniqueId id{};
+  if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+  share(&id, sizeof(id));
+  auto group = std::make_unique<DeviceGroup>();
+  NCCL_CHECK(ncclCommInitRank(&group->comm, ranks, id, rank));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&group->stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&group->inputs_ready, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&group->reduced, cudaEventDisableTiming));
+  return group.release();
+}
+
+// No checks: it runs from destructors, also while an earlier failure is being reported.
+void close_group(DeviceGroup* group) {
+  cudaStreamSynchronize(group->stream);
+  cudaEventDestroy(group->reduced);
+  cudaEventDestroy(group->inputs_ready);
+  cudaStreamDestroy(group->stream);
+  ncclCommDestroy(group->comm);
+  delete group;
+}
+
+void all_reduce_sum(DeviceGroup* group, Stream after, float* data, int64_t count) {
+  CUDA_CHECK(cudaEventRecord(group->inputs_ready, cuda_stream(after)));
+  CUDA_CHECK(cudaStreamWaitEvent(group->stream, group->inputs_ready, 0));
+  NCCL_CHECK(ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat, ncclSum, group->comm, group->stream));
+}
+
+void wait_reductions(DeviceGroup* group, Stream stream) {
+  CUDA_CHECK(cudaEventRecord(group->reduced, group->stream));
+  CUDA_CHECK(cudaStreamWaitEvent(cuda_stream(stream), group->reduced, 0));
+}
+
+}  // namespace cuda_kernels
+
+}  // namespace trainctl
