@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -21,6 +22,13 @@ namespace {
 constexpr size_t kDeviceAlignment = 256;
 constexpr int kDefaultMachineGpus = 8;
 
+// What CUDA keeps per host thread. Not thread_local: the module's thread-local storage is the
+// kernels' shared memory alone (kernel_api.h), filled with poison before every block.
+struct HostThread {
+  cudaError_t last_error = cudaSuccess;
+  int device = 0;
+};
+
 // Never destroyed: buffers and streams may still be released by other objects' destructors at
 // exit.
 struct DeviceState {
@@ -29,6 +37,7 @@ struct DeviceState {
   std::set<CUevent_st*> events;
   CUstream_st legacy_stream;
   cudaError_t sticky = cudaSuccess;
+  std::map<std::thread::id, HostThread> host_threads;
 };
 
 DeviceState& state() {
@@ -36,7 +45,7 @@ DeviceState& state() {
   return *instance;
 }
 
-thread_local cudaError_t last_error = cudaSuccess;
+HostThread& this_host_thread() { return state().host_threads[std::this_thread::get_id()]; }
 
 int environment_int(const char* name, int fallback) {
   const char* value = std::getenv(name);
@@ -131,10 +140,7 @@ int visible_device_count() { return static_cast<int>(visible_devices().size()); 
 
 int physical_device(int device) { return visible_devices().at(static_cast<size_t>(device)); }
 
-int& current_device() {
-  thread_local int device = 0;
-  return device;
-}
+int& current_device() { return this_host_thread().device; }
 
 // --- errors ---------------------------------------------------------------------------------
 
@@ -150,13 +156,14 @@ void fault(cudaError_t error, const std::string& why) {
 }
 
 cudaError_t record(cudaError_t error) {
-  if (error != cudaSuccess) last_error = error;
+  if (error != cudaSuccess) this_host_thread().last_error = error;
   return error;
 }
 
 cudaError_t take_last_error() {
-  const cudaError_t error = state().sticky != cudaSuccess ? state().sticky : last_error;
-  last_error = cudaSuccess;
+  cudaError_t& last = this_host_thread().last_error;
+  const cudaError_t error = state().sticky != cudaSuccess ? state().sticky : last;
+  last = cudaSuccess;
   return error;
 }
 
@@ -232,7 +239,17 @@ void drain_to(CUstream_st* stream, uint64_t position) {
   if (device.sticky != cudaSuccess) stream->executed = stream->enqueued;
 }
 
-void drain(CUstream_st* stream) { drain_to(stream, stream->enqueued); }
+// The legacy default stream's work so far includes, implicitly, the blocking streams' work so
+// far; the host waiting for it waits for theirs too.
+void drain(CUstream_st* stream) {
+  DeviceState& device = state();
+  if (stream == &device.legacy_stream) {
+    const std::vector<CUstream_st*> streams(device.streams.begin(), device.streams.end());
+    for (CUstream_st* other : streams)
+      if (other->blocking) drain_to(other, other->enqueued);
+  }
+  drain_to(stream, stream->enqueued);
+}
 
 void drain_all() {
   DeviceState& device = state();
@@ -265,11 +282,15 @@ std::string describe_code(const void* address, CodeAddress kind) {
     char buffer[512];
     while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) lines += buffer;
     pclose(pipe);
-    // Pairs of lines (function, file:line), innermost first: the first pair is where the call is.
+    // Pairs of lines (function, file:line), innermost first: the call's place is the first that
+    // is not inside an intrinsic of kernel_api.h, which kernels inline.
     std::istringstream pairs(lines);
-    std::string function, location;
-    if (std::getline(pairs, function) && std::getline(pairs, location) && function != "??")
+    for (std::string function, location; std::getline(pairs, function) && std::getline(pairs, location);) {
+      if (function == "??") break;
+      if (location.find("cuda_on_cpu/kernel_api.h") != std::string::npos) continue;
       described = function + " (" + location + ")";
+      break;
+    }
   }
   return described;
 }

@@ -2,7 +2,8 @@
 // copies, kernel arguments and cuBLASLt operands can be checked against it), its streams (queues
 // of work that run only when something waits for them, so that work ordered on the wrong stream
 // shows as a wrong result), events, and errors (the sticky kind a faulting kernel leaves behind).
-// One lock guards all of it; whoever drains a stream runs its work while holding it.
+// One lock guards all of it (every caller holds device_mutex()); whoever drains a stream runs
+// its work while holding it.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -11,7 +11,10 @@
 // returning, and a warp operation that some lane of its mask does not reach, are deadlocks,
 // reported with the kernel, the block and each waiting thread's place; the process then aborts,
 // where a GPU would hang.
+#include <link.h>
+
 #include <algorithm>
+#include <bit>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -28,16 +31,20 @@
 #include "device_state.h"
 #include "fiber.h"
 
-// The bounds of the __shared__ section (kernel_api.h), which the linker defines where some
-// kernel has shared memory, and leaves null otherwise.
-extern "C" __attribute__((weak, visibility("hidden"))) char __start_cuda_on_cpu_shared[];
-extern "C" __attribute__((weak, visibility("hidden"))) char __stop_cuda_on_cpu_shared[];
+// glibc's resolver of a module's thread-local storage (the x86-64 TLS ABI), which allocates the
+// calling thread's block of the module on first use.
+struct TlsIndex {
+  unsigned long module;
+  unsigned long offset;
+};
+extern "C" void* __tls_get_addr(TlsIndex* index);
 
 namespace cuda_on_cpu {
 
 namespace {
 
 constexpr int kWarpLanes = 32;
+constexpr size_t kDefaultMaxDynamicShared = 48 << 10;
 
 enum class Order { kInOrder, kReversed, kShuffled };
 
@@ -90,11 +97,13 @@ struct KernelLaunch {
   std::string fault;  // why it faults when it runs; empty when it does not
 };
 
-// The block that runs now: what the intrinsics, called on its fibers, act on.
+// The block that runs now: what the intrinsics, called on its fibers, act on. Its vectors keep
+// their capacity from block to block.
 struct BlockRun {
   const KernelLaunch* launch = nullptr;
   uint3 index{};
   std::vector<FiberThread> threads;
+  std::vector<uint32_t> at_warp_op;  // per warp, the lanes waiting at a warp operation
   int running = -1;
 };
 
@@ -165,62 +174,63 @@ std::string describe_wait(const FiberThread& thread) {
   misuse(report);
 }
 
-// The lanes of `mask`, as thread indices of warp `warp` in a block of `threads` threads.
-std::vector<int> mask_lanes(unsigned mask, int warp, int threads, const BlockRun& run) {
-  std::vector<int> lanes;
-  for (int lane = 0; lane < kWarpLanes; ++lane) {
-    if ((mask >> lane & 1u) == 0) continue;
-    const int thread = warp * kWarpLanes + lane;
-    if (thread >= threads)
-      misuse("in " + where_is(run) + ": a warp operation's mask names lane " + std::to_string(lane) + " of warp " +
-             std::to_string(warp) + ", which a block of " + std::to_string(threads) + " threads does not have");
-    lanes.push_back(thread);
-  }
-  return lanes;
-}
-
 // Lane `arriving` has reached a warp operation: once every lane of its mask has, each gets its
 // value (PTX's shfl.sync.bfly: from lane ^ lane_mask within its segment of `width` lanes, or its
 // own value where that lane lies in a later segment) and becomes ready.
 void arrive_at_warp_op(BlockRun& run, int arriving, std::vector<int>& ready) {
   const FiberThread& thread = run.threads[static_cast<size_t>(arriving)];
   const int warp = arriving / kWarpLanes, own_lane = arriving % kWarpLanes;
-  const auto threads = static_cast<int>(run.threads.size());
-  if ((thread.op.mask >> own_lane & 1u) == 0)
+  const int first = warp * kWarpLanes;
+  const auto lanes_in_block = static_cast<int>(run.threads.size()) - first;
+  const uint32_t existing = lanes_in_block >= kWarpLanes ? ~0u : (1u << lanes_in_block) - 1;
+  const uint32_t mask = thread.op.mask;
+  if ((mask >> own_lane & 1u) == 0)
     misuse("in " + where_is(run) + ": thread " + std::to_string(arriving) +
            " calls a warp operation whose mask leaves out its own lane");
-  const std::vector<int> lanes = mask_lanes(thread.op.mask, warp, threads, run);
-  for (const int lane : lanes)
-    if (run.threads[static_cast<size_t>(lane)].state != ThreadState::kAtWarpOp) return;
-  for (const int lane : lanes)
-    if (!(run.threads[static_cast<size_t>(lane)].op == thread.op))
+  if ((mask & ~existing) != 0)
+    misuse(fmt::format("in {}: a warp operation's mask 0x{:08x} names lanes that warp {} of a block of {} threads "
+                       "does not have",
+                       where_is(run), mask, warp, run.threads.size()));
+  uint32_t& waiting = run.at_warp_op[static_cast<size_t>(warp)];
+  waiting |= 1u << own_lane;
+  if ((waiting & mask) != mask) return;
+  for (uint32_t lanes = mask; lanes != 0; lanes &= lanes - 1) {
+    const FiberThread& other = run.threads[static_cast<size_t>(first + std::countr_zero(lanes))];
+    if (!(other.op == thread.op))
       misuse("in " + where_is(run) + ": the lanes of warp " + std::to_string(warp) +
-             " reached different warp operations (" + describe_wait(thread) + "; thread " + std::to_string(lane) +
-             " " + describe_wait(run.threads[static_cast<size_t>(lane)]) + ")");
+             " reached different warp operations (" + describe_wait(thread) + "; lane " +
+             std::to_string(std::countr_zero(lanes)) + " " + describe_wait(other) + ")");
+  }
   const int width = thread.op.width;
   if (width < 1 || width > kWarpLanes || (width & (width - 1)) != 0)
     misuse("in " + where_is(run) + ": __shfl_xor_sync with width " + std::to_string(width) +
            ", not a power of two up to 32");
   const int segment_mask = kWarpLanes - width;
-  for (const int lane : lanes) {
-    const int own = lane % kWarpLanes;
-    const int max_lane = (own & segment_mask) | ((kWarpLanes - 1) & ~segment_mask);
-    int source = own ^ thread.op.lane_mask;
-    if (source > max_lane || source < 0) source = own;
-    if ((thread.op.mask >> source & 1u) == 0)
-      misuse("in " + where_is(run) + ": lane " + std::to_string(own) + " of warp " + std::to_string(warp) +
+  for (uint32_t lanes = mask; lanes != 0; lanes &= lanes - 1) {
+    const int lane = std::countr_zero(lanes);
+    const int max_lane = (lane & segment_mask) | ((kWarpLanes - 1) & ~segment_mask);
+    int source = lane ^ thread.op.lane_mask;
+    if (source > max_lane || source < 0) source = lane;
+    if ((mask >> source & 1u) == 0)
+      misuse("in " + where_is(run) + ": lane " + std::to_string(lane) + " of warp " + std::to_string(warp) +
              " reads lane " + std::to_string(source) + ", which is not in the shuffle's mask");
-    run.threads[static_cast<size_t>(lane)].result = run.threads[static_cast<size_t>(warp * kWarpLanes + source)].bits;
+    run.threads[static_cast<size_t>(first + lane)].result = run.threads[static_cast<size_t>(first + source)].bits;
   }
-  for (const int lane : lanes) {
-    run.threads[static_cast<size_t>(lane)].state = ThreadState::kReady;
-    ready.push_back(lane);
+  waiting &= ~mask;
+  for (uint32_t lanes = mask; lanes != 0; lanes &= lanes - 1) {
+    const int thread_index = first + std::countr_zero(lanes);
+    run.threads[static_cast<size_t>(thread_index)].state = ThreadState::kReady;
+    ready.push_back(thread_index);
   }
 }
 
+// Ready fibers come in increasing order (all of a block, or the lanes of warps that completed
+// an operation, warp by warp), so only the other orders need work.
 void order_by(std::vector<int>& items, const Schedule& schedule, std::mt19937_64& random) {
   switch (schedule.order) {
-    case Order::kInOrder: std::sort(items.begin(), items.end()); break;
+    case Order::kInOrder:
+      if (!std::is_sorted(items.begin(), items.end())) std::sort(items.begin(), items.end());
+      break;
     case Order::kReversed: std::sort(items.begin(), items.end(), std::greater<>()); break;
     case Order::kShuffled: std::shuffle(items.begin(), items.end(), random); break;
   }
@@ -232,10 +242,37 @@ void run_fiber_thread(void*) {
   run.threads[static_cast<size_t>(run.running)].state = ThreadState::kDone;
 }
 
+// The thread-local storage of the module this code is linked into, which holds the kernels:
+// their __shared__ variables (kernel_api.h) and nothing else.
+struct SharedMemory {
+  unsigned long tls_module = 0;  // 0: the module has no thread-local storage
+  size_t bytes = 0;
+};
+
+int find_own_tls(dl_phdr_info* info, size_t, void* found) {
+  const auto own = reinterpret_cast<uintptr_t>(&find_own_tls);
+  bool holds_own_code = false;
+  const ElfW(Phdr)* tls = nullptr;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& header = info->dlpi_phdr[i];
+    const uintptr_t start = info->dlpi_addr + header.p_vaddr;
+    if (header.p_type == PT_LOAD && own >= start && own < start + header.p_memsz) holds_own_code = true;
+    if (header.p_type == PT_TLS) tls = &header;
+  }
+  if (!holds_own_code) return 0;
+  if (tls != nullptr) *static_cast<SharedMemory*>(found) = {info->dlpi_tls_modid, tls->p_memsz};
+  return 1;
+}
+
 void poison_shared_memory() {
-  if (__start_cuda_on_cpu_shared != nullptr && __stop_cuda_on_cpu_shared != nullptr)
-    std::memset(__start_cuda_on_cpu_shared, 0xFF,
-                static_cast<size_t>(__stop_cuda_on_cpu_shared - __start_cuda_on_cpu_shared));
+  static const SharedMemory shared = [] {
+    SharedMemory found;
+    dl_iterate_phdr(find_own_tls, &found);
+    return found;
+  }();
+  if (shared.tls_module == 0) return;
+  TlsIndex index{shared.tls_module, 0};
+  std::memset(__tls_get_addr(&index), 0xFF, shared.bytes);
 }
 
 void run_block(const KernelLaunch& launch, const uint3& index, const Schedule& schedule, std::mt19937_64& random) {
@@ -243,9 +280,14 @@ void run_block(const KernelLaunch& launch, const uint3& index, const Schedule& s
   std::vector<std::unique_ptr<Fiber>>& fibers = fiber_pool(static_cast<size_t>(threads));
   poison_shared_memory();
   blockIdx = index;
-  BlockRun run{&launch, index, std::vector<FiberThread>(static_cast<size_t>(threads)), -1};
+  static BlockRun run;
+  static std::vector<int> ready, next;
+  run.launch = &launch;
+  run.index = index;
+  run.threads.assign(static_cast<size_t>(threads), FiberThread{});
+  run.at_warp_op.assign(static_cast<size_t>((threads + kWarpLanes - 1) / kWarpLanes), 0);
   current_block = &run;
-  std::vector<int> ready(static_cast<size_t>(threads)), next;
+  ready.resize(static_cast<size_t>(threads));
   std::iota(ready.begin(), ready.end(), 0);
   for (int t = 0; t < threads; ++t) fibers[static_cast<size_t>(t)]->prepare(run_fiber_thread, nullptr);
   int done = 0, at_barrier = 0;
@@ -316,8 +358,10 @@ cudaError_t launch_kernel(const cudaLaunchConfig_t& config, const void* kernel,
   if (stream == nullptr) return record(cudaErrorInvalidResourceHandle);
   if (kernel == nullptr) return record(cudaErrorInvalidDeviceFunction);
   if (!shape_is_valid(config.gridDim, config.blockDim)) return record(cudaErrorInvalidConfiguration);
-  // Static shared memory only, and no launch attributes: nothing here uses more.
-  if (config.dynamicSmemBytes != 0 || config.numAttrs != 0) return record(cudaErrorInvalidValue);
+  // More dynamic shared memory than a kernel gets without opting in is refused as the driver
+  // refuses it. Less, and launch attributes, are not implemented: no kernel here uses them.
+  if (config.dynamicSmemBytes > kDefaultMaxDynamicShared) return record(cudaErrorInvalidValue);
+  if (config.dynamicSmemBytes != 0 || config.numAttrs != 0) return record(cudaErrorNotSupported);
   auto launch = std::make_shared<KernelLaunch>(KernelLaunch{kernel, config.gridDim, config.blockDim,
                                                             std::move(run_thread), std::string()});
   for (const PointerArgument& argument : pointer_arguments) {

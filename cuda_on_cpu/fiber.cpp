@@ -19,10 +19,12 @@
 #error "cuda_on_cpu's fibers switch contexts in x86-64 assembly"
 #endif
 
-// switch_context(save, load): pushes the callee-saved registers and the SSE and x87 control
-// words on the current stack, stores the stack pointer in *save, loads `load` as the stack
-// pointer and pops what an earlier switch pushed there. A new fiber's stack is prepared to "pop"
-// into fiber_trampoline, which calls r13(r12) with the stack aligned as a call requires.
+// switch_context(save, load): pushes the callee-saved registers on the current stack, stores the
+// stack pointer in *save, loads `load` as the stack pointer and pops what an earlier switch
+// pushed there. The SSE and x87 control words, which the calling convention also asks a callee to
+// keep, are left alone: every fiber runs on the thread's floating-point environment, and no kernel
+// changes it. A new fiber's stack is prepared to "pop" into fiber_trampoline, which calls r13(r12)
+// with the stack aligned as a call requires.
 extern "C" void cuda_on_cpu_switch_context(void** save, void* load);
 extern "C" void cuda_on_cpu_fiber_trampoline();
 
@@ -39,14 +41,8 @@ cuda_on_cpu_switch_context:
   pushq %r13
   pushq %r14
   pushq %r15
-  subq $8, %rsp
-  stmxcsr (%rsp)
-  fnstcw 4(%rsp)
   movq %rsp, (%rdi)
   movq %rsi, %rsp
-  ldmxcsr (%rsp)
-  fldcw 4(%rsp)
-  addq $8, %rsp
   popq %r15
   popq %r14
   popq %r13
@@ -90,9 +86,6 @@ size_t page_bytes() {
 
 // The frame switch_context pops, lowest address first.
 struct InitialFrame {
-  uint32_t mxcsr;
-  uint16_t x87_control;
-  uint16_t padding;
   void* r15;
   void* r14;
   void* r13;  // the function the trampoline calls
@@ -101,7 +94,7 @@ struct InitialFrame {
   void* rbp;
   void* return_address;  // the trampoline
 };
-static_assert(sizeof(InitialFrame) == 64);
+static_assert(sizeof(InitialFrame) == 56);
 
 }  // namespace
 
@@ -123,8 +116,6 @@ void Fiber::prepare(Entry entry, void* argument) {
   char* top = mapping_ + page_bytes() + kStackBytes - 16;
   auto* frame = reinterpret_cast<InitialFrame*>(top - sizeof(InitialFrame));
   std::memset(frame, 0, sizeof(InitialFrame));
-  asm volatile("stmxcsr %0" : "=m"(frame->mxcsr));
-  asm volatile("fnstcw %0" : "=m"(frame->x87_control));
   frame->r13 = reinterpret_cast<void*>(&Fiber::start);
   frame->r12 = this;
   frame->return_address = reinterpret_cast<void*>(&cuda_on_cpu_fiber_trampoline);

@@ -7,12 +7,16 @@
 #pragma once
 
 // __shared__ storage: one per kernel variable, shared by the fibers of the running block (blocks
-// run one at a time). It lives in a section of its own so that execution.cpp can fill all of it
-// with 0xFF bytes (NaN as float or double, -1 as an integer, an invalid bool) before each block:
-// a read of shared memory that no thread of the block wrote then shows. The toolkit's
-// host_defines.h would make __shared__ empty (per-thread storage), so it is defined first.
+// run one at a time, on the host thread that waits for them). It is thread-local storage because
+// that is where all of it can be found: the module that holds the kernels (a backend library) has
+// no thread-local variable besides them, so its TLS block is the kernels' shared memory, which
+// execution.cpp fills with 0xFF bytes (NaN as float or double, -1 as an integer, an invalid bool)
+// before each block: a read of shared memory that no thread of the block wrote then shows. (GCC
+// ignores a section attribute on the static locals of template instantiations, so a section of
+// their own cannot collect them.) The toolkit's host_defines.h would make __shared__ empty
+// (per-thread storage), so it is defined first.
 #undef __shared__
-#define __shared__ __attribute__((section("cuda_on_cpu_shared"))) static
+#define __shared__ static thread_local
 #undef __launch_bounds__
 #define __launch_bounds__(...)
 
