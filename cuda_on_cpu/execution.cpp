@@ -95,6 +95,7 @@ struct KernelLaunch {
   dim3 grid, block;
   std::function<void()> run_thread;
   std::string fault;  // why it faults when it runs; empty when it does not
+  std::vector<uint3> thread_indices;  // threadIdx of each linear thread index, set when it runs
 };
 
 // The block that runs now: what the intrinsics, called on its fibers, act on. Its vectors keep
@@ -296,7 +297,7 @@ void run_block(const KernelLaunch& launch, const uint3& index, const Schedule& s
     next.clear();
     for (const int t : ready) {
       run.running = t;
-      threadIdx = thread_index(t, launch.block);
+      threadIdx = launch.thread_indices[static_cast<size_t>(t)];
       fibers[static_cast<size_t>(t)]->resume();
       switch (run.threads[static_cast<size_t>(t)].state) {
         case ThreadState::kDone: ++done; break;
@@ -321,11 +322,13 @@ void run_block(const KernelLaunch& launch, const uint3& index, const Schedule& s
   current_block = nullptr;
 }
 
-void execute(const KernelLaunch& launch) {
+void execute(KernelLaunch& launch) {
   if (!launch.fault.empty()) {
     fault(cudaErrorIllegalAddress, launch.fault);
     return;
   }
+  const unsigned int threads = launch.block.x * launch.block.y * launch.block.z;
+  for (unsigned int t = 0; t < threads; ++t) launch.thread_indices.push_back(thread_index(static_cast<int>(t), launch.block));
   const Schedule schedule = schedule_from_environment();
   std::mt19937_64 random(schedule.seed * 0x9E3779B97F4A7C15ull + launches_executed++);
   gridDim = launch.grid;
@@ -363,7 +366,7 @@ cudaError_t launch_kernel(const cudaLaunchConfig_t& config, const void* kernel,
   if (config.dynamicSmemBytes > kDefaultMaxDynamicShared) return record(cudaErrorInvalidValue);
   if (config.dynamicSmemBytes != 0 || config.numAttrs != 0) return record(cudaErrorNotSupported);
   auto launch = std::make_shared<KernelLaunch>(KernelLaunch{kernel, config.gridDim, config.blockDim,
-                                                            std::move(run_thread), std::string()});
+                                                            std::move(run_thread), std::string(), {}});
   for (const PointerArgument& argument : pointer_arguments) {
     if (argument.pointer == nullptr || find_allocation(argument.pointer, 0) != nullptr) continue;
     char address[32];

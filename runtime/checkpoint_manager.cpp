@@ -70,7 +70,7 @@ const Checkpoint& CheckpointManager::stage(const TrainingPosition& position) {
   meta.best = position.best;
   meta.config_text = config_text_;
   meta.hostnames.clear();
-  for (const std::string& host : comm_.hostnames()) meta.hostnames += (meta.hostnames.empty() ? "" : ",") + host;
+  for (const std::string& host : comm_.node_names()) meta.hostnames += (meta.hostnames.empty() ? "" : ",") + host;
   meta.created_utc = utc_now();
   const Device& device = model_.device();
   meta.hardware = fmt::format("{}; device {}; {} ranks", cpu_model(), device.name, comm_.world_size());

@@ -36,10 +36,15 @@ int environment_int(const char* name, int fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? std::atoi(value) : fallback;
 }
+
+std::string this_node_name() {
+  const char* node = std::getenv("SLURMD_NODENAME");
+  return node != nullptr && *node != '\0' ? std::string(node).substr(0, kHostNameBytes - 1) : this_host_name();
+}
 }  // namespace
 
 int Comm::local_size() const {
-  return static_cast<int>(std::count(hostnames_.begin(), hostnames_.end(), hostnames_[static_cast<size_t>(rank_)]));
+  return static_cast<int>(std::count(node_names_.begin(), node_names_.end(), node_names_[static_cast<size_t>(rank_)]));
 }
 
 #ifdef TRAINCTL_HAVE_MPI
@@ -53,18 +58,17 @@ Comm::Comm(int* argc, char*** argv) {
   set_reporting_rank(rank_);
 
   std::vector<char> names(kHostNameBytes * static_cast<size_t>(world_size_));
-  std::string mine = this_host_name();
+  std::string mine = this_node_name();
   mine.resize(kHostNameBytes, '\0');
   MPI_CHECK(MPI_Allgather(mine.data(), kHostNameBytes, MPI_CHAR, names.data(), kHostNameBytes, MPI_CHAR,
                           MPI_COMM_WORLD));
-  int same_host_before_me = 0;
+  int same_node_before_me = 0;
   for (int r = 0; r < world_size_; ++r) {
-    hostnames_.emplace_back(names.data() + kHostNameBytes * static_cast<size_t>(r));
-    if (r < rank_ && hostnames_.back() == hostnames_[static_cast<size_t>(rank_)]) ++same_host_before_me;
+    node_names_.emplace_back(names.data() + kHostNameBytes * static_cast<size_t>(r));
+    if (r < rank_ && node_names_.back() == node_names_[static_cast<size_t>(rank_)]) ++same_node_before_me;
   }
-  // The launcher knows the placement best; host names are the fallback (they can't tell apart
-  // two "nodes" that share one host name, as on the two-node test cluster).
-  local_rank_ = environment_int("SLURM_LOCALID", environment_int("OMPI_COMM_WORLD_LOCAL_RANK", same_host_before_me));
+  // The launcher knows the placement best; node names are the fallback.
+  local_rank_ = environment_int("SLURM_LOCALID", environment_int("OMPI_COMM_WORLD_LOCAL_RANK", same_node_before_me));
 }
 
 Comm::~Comm() { MPI_Finalize(); }
@@ -103,7 +107,7 @@ Comm::Comm(int*, char***) {
       throw std::runtime_error("this trainctl-runtime was built without MPI (-Dmpi=disabled) but started as one of " +
                                std::to_string(ranks) + " ranks (" + launcher_size + "); rebuild with MPI");
   }
-  hostnames_.push_back(this_host_name());
+  node_names_.push_back(this_node_name());
 }
 Comm::~Comm() = default;
 void Comm::allreduce_sum(float*, size_t) {}

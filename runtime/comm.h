@@ -18,12 +18,15 @@ class Comm {
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
-  // Index among the ranks on this node: SLURM_LOCALID or Open MPI's, else by comparing host names.
+  // Index among the ranks on this node: SLURM_LOCALID or Open MPI's, else by comparing node names.
   int local_rank() const { return local_rank_; }
-  // Ranks on this node (by host name).
+  // Ranks on this node (by node name).
   int local_size() const;
-  // Host name of every rank, in rank order.
-  const std::vector<std::string>& hostnames() const { return hostnames_; }
+  // The node each rank runs on, in rank order: SLURM's name for it (SLURMD_NODENAME) where SLURM
+  // started the rank, else the host name. (Two SLURM nodes may share a host, as on the local
+  // test cluster.)
+  const std::vector<std::string>& node_names() const { return node_names_; }
+  const std::string& node_name() const { return node_names_[static_cast<size_t>(rank_)]; }
 
   void allreduce_sum(float* data, size_t count);
   void allreduce_sum(double* data, size_t count);
@@ -36,7 +39,7 @@ class Comm {
   int rank_ = 0;
   int world_size_ = 1;
   int local_rank_ = 0;
-  std::vector<std::string> hostnames_;
+  std::vector<std::string> node_names_;
 };
 
 }  // namespace trainctl

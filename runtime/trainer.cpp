@@ -6,14 +6,12 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 
 #include <fmt/format.h>
 
 #include "atomic_file.h"
 #include "bad_input.h"
-#include "check.h"
 #include "checkpoint_manager.h"
 #include "early_stopping.h"
 #include "exit_codes.h"
@@ -45,9 +43,7 @@ class DeviceBinding {
       throw BadInput(fmt::format("train.device = \"{}\": {}", spec.train.device, error.what()));
     }
     if (&device_ != &cpu_device()) {
-      const char* node = std::getenv("SLURMD_NODENAME");
-      fmt::print("trainctl-runtime: rank {} of {} on {}: {}\n", comm.rank(), comm.world_size(),
-                 node != nullptr ? node : this_host_name(), bound);
+      fmt::print("trainctl-runtime: rank {} of {} on {}: {}\n", comm.rank(), comm.world_size(), comm.node_name(), bound);
       std::fflush(stdout);
     }
   }

@@ -2,6 +2,7 @@
 // residual add, as plain loops that the compiler vectorizes.
 #include <cmath>
 
+#include <type_traits>
 #include <vector>
 
 #include "cpu_ops.h"
@@ -17,9 +18,9 @@ constexpr float kGeluTanhCubic = 0.044715f;
 
 // Each activation is a type, so the loops below are compiled once per activation with no
 // branch on it inside, and vectorize.
+// Its derivative is 1, which needs neither z nor out: they may be null (derivative_at).
 struct Identity {
   static float forward(float z) { return z; }
-  static float derivative(float, float) { return 1.0f; }
 };
 struct Relu {
   static float forward(float z) { return z > 0.0f ? z : 0.0f; }
@@ -52,6 +53,15 @@ struct GeluTanh {
   }
 };
 
+// The activation's derivative at element i, reading z and out only where it needs them.
+template <typename Act>
+float derivative_at(const float* __restrict z, const float* __restrict out, int64_t i) {
+  if constexpr (std::is_same_v<Act, Identity>)
+    return 1.0f;
+  else
+    return Act::derivative(z[i], out[i]);
+}
+
 template <typename Body>
 void with_activation(Activation act, Body body) {
   switch (act) {
@@ -83,13 +93,10 @@ template <typename Act>
 void bias_act_backward_rows(const float* grad_out, const float* __restrict z, const float* __restrict out,
                             float* grad_z, float* __restrict grad_bias, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
-    const float* grad_out_row = grad_out + r * cols;
-    const float* z_row = z + r * cols;
-    const float* out_row = out + r * cols;
-    float* grad_z_row = grad_z + r * cols;
+    const int64_t row = r * cols;
     for (int64_t c = 0; c < cols; ++c) {
-      const float g = grad_out_row[c] * Act::derivative(z_row[c], out_row[c]);
-      grad_z_row[c] = g;
+      const float g = grad_out[row + c] * derivative_at<Act>(z, out, row + c);
+      grad_z[row + c] = g;
       grad_bias[c] += g;
     }
   }

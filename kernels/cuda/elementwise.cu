@@ -7,6 +7,7 @@
 // ReLU, the identity and add match it bitwise, and the GELUs differ only by erff, expf and tanhf,
 // which are not correctly rounded on either side.
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/cuda_ops.h"
 #include "cuda/kernel_common.cuh"
@@ -20,9 +21,9 @@ constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 constexpr float kSqrt2OverPi = 0.79788456080286536f;
 constexpr float kGeluTanhCubic = 0.044715f;
 
+// Its derivative is 1, which needs neither z nor out: they may be null (derivative_at).
 struct Identity {
   __device__ static float forward(float z) { return z; }
-  __device__ static float derivative(float, float) { return 1.0f; }
 };
 struct Relu {
   __device__ static float forward(float z) { return z > 0.0f ? z : 0.0f; }
@@ -52,6 +53,15 @@ struct GeluTanh {
     return 0.5f * (1.0f + tanh_inner) + 0.5f * z * (1.0f - tanh_inner * tanh_inner) * inner_derivative;
   }
 };
+
+// The activation's derivative at element i, reading z and out only where it needs them.
+template <typename Act>
+__device__ float derivative_at(const float* z, const float* out, int64_t i) {
+  if constexpr (std::is_same_v<Act, Identity>)
+    return 1.0f;
+  else
+    return Act::derivative(z[i], out[i]);
+}
 
 template <typename Body>
 void with_activation(Activation act, Body body) {
@@ -83,7 +93,7 @@ __global__ void bias_act_backward_kernel(const float* grad_out, const float* __r
                                          ColumnSums shape) {
   sum_columns<1>(shape, {grad_bias}, [&](int64_t row, int64_t column, float (&grad_bias_sum)[1]) {
     const int64_t i = row * shape.cols + column;
-    const float g = grad_out[i] * Act::derivative(z[i], out[i]);
+    const float g = grad_out[i] * derivative_at<Act>(z, out, i);
     grad_z[i] = g;
     grad_bias_sum[0] += g;
   });
