@@ -2,6 +2,8 @@
 // a config with [sweep] becomes a sweep directory submitted as job arrays.
 #include <sys/stat.h>
 
+#include <filesystem>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -63,7 +65,15 @@ void add_submit_command(CLI::App& app) {
     write_file_atomically(run_dir.script(), script);
     chmod(run_dir.script().c_str(), 0755);
     ProcessRunner runner;
-    const std::string job_id = SlurmClient(runner).submit(run_dir.script());
+    std::string job_id;
+    try {
+      job_id = SlurmClient(runner).submit(run_dir.script());
+    } catch (const std::exception&) {
+      // A new run that SLURM refused (a request no node can meet, say) leaves nothing behind, so
+      // the corrected config submits as a new run again; a resumed run keeps its directory.
+      if (!options->resume) std::filesystem::remove_all(run_dir.path());
+      throw;
+    }
     write_file_atomically(run_dir.job_id_file(), job_id + "\n");
     fmt::print("submitted job {}\nrun directory: {}\n", job_id, run_dir.path());
   });

@@ -1,6 +1,9 @@
 // Gradient averaging across ranks: see grad_sync.h.
 #include "grad_sync.h"
 
+#include <fmt/format.h>
+
+#include "bad_input.h"
 #include "signals.h"
 
 namespace trainctl {
@@ -57,7 +60,10 @@ class DeviceCollectiveSync : public GradientSync {
 std::unique_ptr<GradientSync> make_gradient_sync(const Device& device, Comm& comm) {
   if (comm.world_size() == 1) return std::make_unique<NoSync>();
   if (device.collectives) return std::make_unique<DeviceCollectiveSync>(*device.collectives, comm);
-  return std::make_unique<MpiSync>(comm);
+  if (&device == &cpu_device()) return std::make_unique<MpiSync>(comm);
+  throw BadInput(fmt::format("train.device = \"{}\" on {} ranks needs collectives over its memory (NCCL), which "
+                             "its backend library was built without (meson -Dnccl=disabled, or no NCCL found)",
+                             device.name, comm.world_size()));
 }
 
 }  // namespace trainctl

@@ -24,6 +24,7 @@ class GradientSync {
   virtual void finish(float* gradients, int64_t count) = 0;
 };
 
+// Throws BadInput for a device other than the CPU without collectives on several ranks.
 std::unique_ptr<GradientSync> make_gradient_sync(const Device& device, Comm& comm);
 
 }  // namespace trainctl

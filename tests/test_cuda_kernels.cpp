@@ -436,13 +436,18 @@ std::vector<float> pre_activations(size_t n, uint64_t seed) {
 
 struct ActivationShape {
   int64_t rows, cols;
+  size_t offset = 0;  // of every operand from its allocation, in floats
 };
-constexpr ActivationShape kActivationShapes[] = {{1, 1}, {3, 7}, {129, 257}, {4099, 70}, {20000, 10}};
+// 64 and 2308 columns at offset 0 are rows of whole aligned float4s, which the forward moves four
+// floats at a time; the other widths, and offset 1, one float at a time. A narrow matrix's rows
+// share a warp (1, 7, 10, 64 columns); a wide one's spread over column tiles (257, 2308).
+constexpr ActivationShape kActivationShapes[] = {{1, 1},      {3, 7},      {129, 257},    {4099, 70},
+                                                 {20000, 10}, {129, 64},   {129, 64, 1},  {33, 2308}};
 // The benchmark MLP's hidden activations: batch 8192, 8192 wide.
 constexpr ActivationShape kBenchmarkActivationShapes[] = {{8192, 8192}};
 
 void test_bias_act_forward(const Gpu& gpu, Checker& checker, std::span<const ActivationShape> shapes, uint64_t seed) {
-  for (const auto [rows, cols] : shapes)
+  for (const auto [rows, cols, offset] : shapes)
     for (Activation act : kActivations)
       for (bool in_place : {false, true}) {
         const auto n = static_cast<size_t>(rows * cols);
@@ -451,7 +456,8 @@ void test_bias_act_forward(const Gpu& gpu, Checker& checker, std::span<const Act
         std::vector<float> ref_z = z_init, ref_out(n);
         cpu().elementwise.bias_act_forward(kCpuStream, ref_z.data(), bias.data(), ref_out.data(), rows, cols, act);
 
-        DeviceCopy<float> z(gpu, z_init), device_bias(gpu, bias), separate_out(gpu, std::vector<float>(n));
+        DeviceCopy<float> z(gpu, z_init, offset), device_bias(gpu, bias, offset),
+            separate_out(gpu, std::vector<float>(n), offset);
         // In place: out is z, which then holds act(z).
         DeviceCopy<float>& out = in_place ? z : separate_out;
         const auto run = [&] {
@@ -460,8 +466,8 @@ void test_bias_act_forward(const Gpu& gpu, Checker& checker, std::span<const Act
           return out.read();
         };
         const std::vector<float> first = first_run(run);
-        const std::string name = fmt::format("bias_act_forward {} {}{}", activation_name(act), shape_name(rows, cols),
-                                             in_place ? " in place" : "");
+        const std::string name = fmt::format("bias_act_forward {} {}{}{}", activation_name(act), shape_name(rows, cols),
+                                             offset != 0 ? " (unaligned)" : "", in_place ? " in place" : "");
         if (!in_place) checker.compare(name + " z", z.read(), ref_z, kExact);
         checker.compare(name + " out", first, ref_out, activation_tolerance(act));
         checker.check_deterministic(name, first, second_run(run));
@@ -469,7 +475,7 @@ void test_bias_act_forward(const Gpu& gpu, Checker& checker, std::span<const Act
 }
 
 void test_bias_act_backward(const Gpu& gpu, Checker& checker, std::span<const ActivationShape> shapes, uint64_t seed) {
-  for (const auto [rows, cols] : shapes)
+  for (const auto [rows, cols, offset] : shapes)
     for (Activation act : kActivations)
       for (bool in_place : {false, true}) {
         const auto n = static_cast<size_t>(rows * cols);
@@ -486,8 +492,9 @@ void test_bias_act_backward(const Gpu& gpu, Checker& checker, std::span<const Ac
                                             no_inputs ? nullptr : out.data(), ref_grad_z.data(), ref_grad_bias.data(),
                                             rows, cols, act);
 
-        DeviceCopy<float> device_grad_out(gpu, grad_out), device_z(gpu, z), device_out(gpu, out),
-            separate_grad_z(gpu, std::vector<float>(n)), grad_bias(gpu, grad_bias_init);
+        DeviceCopy<float> device_grad_out(gpu, grad_out, offset), device_z(gpu, z, offset),
+            device_out(gpu, out, offset), separate_grad_z(gpu, std::vector<float>(n), offset),
+            grad_bias(gpu, grad_bias_init, offset);
         // In place, as the model calls it: grad_z is grad_out.
         DeviceCopy<float>& grad_z = in_place ? device_grad_out : separate_grad_z;
         struct Result {
@@ -503,8 +510,9 @@ void test_bias_act_backward(const Gpu& gpu, Checker& checker, std::span<const Ac
           return Result{grad_z.read(), grad_bias.read()};
         };
         const Result first = first_run(run), second = second_run(run);
-        const std::string name = fmt::format("bias_act_backward {} {}{}", activation_name(act), shape_name(rows, cols),
-                                             in_place ? " in place" : "");
+        const std::string name =
+            fmt::format("bias_act_backward {} {}{}{}", activation_name(act), shape_name(rows, cols),
+                        offset != 0 ? " (unaligned)" : "", in_place ? " in place" : "");
         checker.compare(name + " grad_z", first.grad_z, ref_grad_z, activation_tolerance(act));
         checker.compare(name + " grad_bias", first.grad_bias, ref_grad_bias, grad_bias_tolerance(rows));
         checker.check_deterministic(name + " grad_z", first.grad_z, second.grad_z);
@@ -538,9 +546,14 @@ void test_softmax_cross_entropy(const Gpu& gpu, Checker& checker) {
   struct Case {
     int64_t rows, classes;
     bool integer_logits;  // many ties for the argmax, which goes to the first
+    size_t offset = 0;    // of logits and the gradient from their allocations, in floats
   };
-  const Case cases[] = {{1, 1, false},      {3, 5, false},     {129, 10, false}, {129, 10, true},
-                        {257, 1000, false}, {4099, 37, false}, {9000, 3, false}};
+  // Classes a multiple of 4 (12, 1000, 8) at offset 0: every row starts 16-byte aligned, so the
+  // kernel reads float4s; at offset 1, and the other class counts, one float at a time. Over 8192
+  // rows (9000) a warp takes more than one row.
+  const Case cases[] = {{1, 1, false},      {3, 5, false},        {129, 10, false},  {129, 10, true},
+                        {129, 12, true},    {257, 1000, false},   {257, 1000, false, 1},
+                        {4099, 37, false},  {9000, 3, false},     {9000, 8, false}};
   uint64_t seed = 500;
   for (const Case& shape : cases)
     for (bool with_gradient : {true, false}) {
@@ -557,7 +570,8 @@ void test_softmax_cross_entropy(const Gpu& gpu, Checker& checker) {
                                        with_gradient ? ref_grad.data() : nullptr, shape.rows, shape.classes, grad_scale,
                                        &ref_loss, &ref_correct);
 
-      DeviceCopy<float> device_logits(gpu, logits), grad(gpu, std::vector<float>(n, 0.0f));
+      DeviceCopy<float> device_logits(gpu, logits, shape.offset),
+          grad(gpu, std::vector<float>(n, 0.0f), shape.offset);
       DeviceCopy<int32_t> device_labels(gpu, labels);
       struct Result {
         double loss;
@@ -574,7 +588,8 @@ void test_softmax_cross_entropy(const Gpu& gpu, Checker& checker) {
       };
       const Result first = first_run(run), second = second_run(run);
       const std::string name = "softmax_cross_entropy " + shape_name(shape.rows, shape.classes) +
-                               (shape.integer_logits ? " tied logits" : "") + (with_gradient ? "" : " no gradient");
+                               (shape.integer_logits ? " tied logits" : "") +
+                               (shape.offset != 0 ? " (unaligned)" : "") + (with_gradient ? "" : " no gradient");
       checker.compare(name + " loss_sum", first.loss, ref_loss, kDoubleSum);
       checker.compare(name + " correct", first.correct, ref_correct, kExact);
       if (with_gradient) {
@@ -597,49 +612,60 @@ const int64_t kVectorSizes[] = {1, 1000, 100003};
 using OptimizerStep = std::function<void(const Device& device, Stream stream, const std::vector<float*>& state,
                                          const float* grad, int64_t n, int step)>;
 
+// Where an optimizer's vectors lie on CUDA, in floats from their allocations. A parameter group
+// starts at any float offset of the flat buffers: all at 0, the kernels move float4s; all at an
+// odd offset, or the gradient alone, one float at a time.
+struct OptimizerPlacement {
+  size_t state_offset, grad_offset;
+  const char* name;
+};
+constexpr OptimizerPlacement kOptimizerPlacements[] = {
+    {0, 0, ""}, {1, 1, " (odd offsets)"}, {0, 3, " (gradient alone at an odd offset)"}};
+
 // Runs `steps` optimizer steps on the CPU and on CUDA from the same state; the gradients of step s
 // are the same on both.
 void test_optimizer(const Gpu& gpu, Checker& checker, const std::string& name, int state_vectors, int steps,
                     const OptimizerStep& step) {
   uint64_t seed = 600;
-  for (int64_t n : kVectorSizes) {
-    const auto size = static_cast<size_t>(n);
-    // Parameters random, optimizer state zero, as at the start of training.
-    std::vector<std::vector<float>> initial(static_cast<size_t>(state_vectors), std::vector<float>(size, 0.0f));
-    initial[0] = random_floats(size, -1.0f, 1.0f, ++seed);
-    std::vector<std::vector<float>> gradients;
-    for (int s = 0; s < steps; ++s) gradients.push_back(random_floats(size, -1.0f, 1.0f, ++seed));
+  for (int64_t n : kVectorSizes)
+    for (const OptimizerPlacement& placement : kOptimizerPlacements) {
+      const auto size = static_cast<size_t>(n);
+      // Parameters random, optimizer state zero, as at the start of training.
+      std::vector<std::vector<float>> initial(static_cast<size_t>(state_vectors), std::vector<float>(size, 0.0f));
+      initial[0] = random_floats(size, -1.0f, 1.0f, ++seed);
+      std::vector<std::vector<float>> gradients;
+      for (int s = 0; s < steps; ++s) gradients.push_back(random_floats(size, -1.0f, 1.0f, ++seed));
 
-    std::vector<std::vector<float>> ref = initial;
-    std::vector<float*> ref_pointers;
-    for (auto& vector : ref) ref_pointers.push_back(vector.data());
-    for (int s = 0; s < steps; ++s)
-      step(cpu(), kCpuStream, ref_pointers, gradients[static_cast<size_t>(s)].data(), n, s + 1);
+      std::vector<std::vector<float>> ref = initial;
+      std::vector<float*> ref_pointers;
+      for (auto& vector : ref) ref_pointers.push_back(vector.data());
+      for (int s = 0; s < steps; ++s)
+        step(cpu(), kCpuStream, ref_pointers, gradients[static_cast<size_t>(s)].data(), n, s + 1);
 
-    std::vector<std::unique_ptr<DeviceCopy<float>>> state;
-    std::vector<float*> state_pointers;
-    for (const auto& vector : initial) {
-      state.push_back(std::make_unique<DeviceCopy<float>>(gpu, vector));
-      state_pointers.push_back(state.back()->get());
-    }
-    DeviceCopy<float> gradient(gpu, gradients[0]);
-    const auto run = [&] {
-      for (size_t v = 0; v < state.size(); ++v) state[v]->write(initial[v]);
-      for (int s = 0; s < steps; ++s) {
-        gradient.write(gradients[static_cast<size_t>(s)]);
-        step(gpu.device, gpu.stream, state_pointers, gradient.get(), n, s + 1);
+      std::vector<std::unique_ptr<DeviceCopy<float>>> state;
+      std::vector<float*> state_pointers;
+      for (const auto& vector : initial) {
+        state.push_back(std::make_unique<DeviceCopy<float>>(gpu, vector, placement.state_offset));
+        state_pointers.push_back(state.back()->get());
       }
-      std::vector<std::vector<float>> result;
-      for (const auto& vector : state) result.push_back(vector->read());
-      return result;
-    };
-    const auto first = first_run(run), second = second_run(run);
-    for (size_t v = 0; v < state.size(); ++v) {
-      const std::string what = fmt::format("{} n={} state {} after {} steps", name, n, v, steps);
-      checker.compare(what, first[v], ref[v], kExact);
-      checker.check_deterministic(what, first[v], second[v]);
+      DeviceCopy<float> gradient(gpu, gradients[0], placement.grad_offset);
+      const auto run = [&] {
+        for (size_t v = 0; v < state.size(); ++v) state[v]->write(initial[v]);
+        for (int s = 0; s < steps; ++s) {
+          gradient.write(gradients[static_cast<size_t>(s)]);
+          step(gpu.device, gpu.stream, state_pointers, gradient.get(), n, s + 1);
+        }
+        std::vector<std::vector<float>> result;
+        for (const auto& vector : state) result.push_back(vector->read());
+        return result;
+      };
+      const auto first = first_run(run), second = second_run(run);
+      for (size_t v = 0; v < state.size(); ++v) {
+        const std::string what = fmt::format("{} n={}{} state {} after {} steps", name, n, placement.name, v, steps);
+        checker.compare(what, first[v], ref[v], kExact);
+        checker.check_deterministic(what, first[v], second[v]);
+      }
     }
-  }
 }
 
 void test_optimizers(const Gpu& gpu, Checker& checker) {
@@ -660,23 +686,27 @@ void test_optimizers(const Gpu& gpu, Checker& checker) {
 void test_sum_squares_and_scale(const Gpu& gpu, Checker& checker) {
   const trainctl::OptimizerOps& ops = gpu.device.optimizer;
   uint64_t seed = 700;
-  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{100003}, int64_t{3000017}}) {
-    const std::vector<float> x = random_floats(static_cast<size_t>(n), -1.0f, 1.0f, ++seed);
-    DeviceCopy<float> device_x(gpu, x);
-    const auto run = [&] { return ops.sum_squares(gpu.stream, device_x.get(), n); };
-    const double first = first_run(run), second = second_run(run);
-    const std::string name = fmt::format("sum_squares n={}", n);
-    checker.compare(name, first, cpu().optimizer.sum_squares(kCpuStream, x.data(), n), kDoubleSum);
-    checker.check_deterministic(name, std::vector<double>{first}, std::vector<double>{second});
-  }
-  for (int64_t n : kVectorSizes) {
-    const std::vector<float> x = random_floats(static_cast<size_t>(n), -1.0f, 1.0f, ++seed);
-    std::vector<float> ref = x;
-    cpu().optimizer.scale(kCpuStream, ref.data(), n, 0.37f);
-    DeviceCopy<float> device_x(gpu, x);
-    ops.scale(gpu.stream, device_x.get(), n, 0.37f);
-    checker.compare(fmt::format("scale n={}", n), device_x.read(), ref, kExact);
-  }
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{100003}, int64_t{3000017}})
+    // Offset 1: not 16-byte aligned, so one float at a time.
+    for (size_t offset : {size_t{0}, size_t{1}}) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(n), -1.0f, 1.0f, ++seed);
+      DeviceCopy<float> device_x(gpu, x, offset);
+      const auto run = [&] { return ops.sum_squares(gpu.stream, device_x.get(), n); };
+      const double first = first_run(run), second = second_run(run);
+      const std::string name = fmt::format("sum_squares n={}{}", n, offset != 0 ? " (unaligned)" : "");
+      checker.compare(name, first, cpu().optimizer.sum_squares(kCpuStream, x.data(), n), kDoubleSum);
+      checker.check_deterministic(name, std::vector<double>{first}, std::vector<double>{second});
+    }
+  for (int64_t n : kVectorSizes)
+    for (size_t offset : {size_t{0}, size_t{1}}) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(n), -1.0f, 1.0f, ++seed);
+      std::vector<float> ref = x;
+      cpu().optimizer.scale(kCpuStream, ref.data(), n, 0.37f);
+      DeviceCopy<float> device_x(gpu, x, offset);
+      ops.scale(gpu.stream, device_x.get(), n, 0.37f);
+      checker.compare(fmt::format("scale n={}{}", n, offset != 0 ? " (unaligned)" : ""), device_x.read(), ref,
+                      kExact);
+    }
 }
 
 // Attention, q, k, v and grad_out in [-1, 1]. Both sides compute in fp32 with the same formulas

@@ -17,6 +17,7 @@
 
 #include "device.h"
 #include "gpt2.h"
+#include "registry.h"
 #include "rng.h"
 
 using trainctl::Gpt2;
@@ -327,4 +328,17 @@ TEST_CASE("gpt2: init is deterministic and GPT-2's (std 0.02, c_proj scaled, bia
     const auto begin = first.begin() + slice.offset;
     CHECK(std::all_of(begin, begin + slice.count, [expected](float value) { return value == expected; }));
   }
+}
+
+TEST_CASE("gpt2: a device without the transformer's op families is refused before building, naming them") {
+  trainctl::Device holed = cpu();
+  holed.name = "holed";
+  holed.embedding = std::nullopt;
+  holed.attention = std::nullopt;
+  const trainctl::ModelSpec spec{tiny_spec()};
+  CHECK_THROWS_WITH_AS(trainctl::build_model(spec, holed, {}),
+                       "model.kind = \"gpt2\" needs the embedding, attention ops, which device \"holed\" does not "
+                       "have yet",
+                       trainctl::ModelInputError);
+  CHECK_NOTHROW(trainctl::require_op_families(spec, cpu()));
 }

@@ -2,13 +2,18 @@
 // tiled in the manner of FlashAttention-2 so that no seq x seq matrix is ever stored. A block
 // takes a tile of 32 rows of one (batch, head), four threads per row, each holding every fourth
 // column of the head (d <= 128, padded with zeros to 32, 64 or 128) and summing its share of a
-// dot product, the four shares then added by a fixed xor butterfly. The forward streams the key
-// and value tiles up to the causal limit through shared memory with an online softmax (running
-// max and sum), and writes out and lse = max + log(sum). The backward recomputes the
-// probabilities exp(s - lse) tile by tile in two passes that each own what they write, so no
-// float atomics and bitwise the same result on every run: one block per key tile accumulates dK
-// and dV over the query tiles in order, one block per query tile accumulates dQ over the key
-// tiles in order; each computes D_i = dO_i . O_i itself, in the same order.
+// dot product, the four shares then added by a fixed xor butterfly. Tiles in shared memory keep
+// each thread's columns next to each other (Tile), so that it reads them four at a time, and the
+// dot products and accumulations are explicit fused multiply-adds (fmaf), which the build's
+// --fmad=false (there for the elementwise kernels' bitwise match with the CPU) would otherwise
+// split into a multiply and an add; the tolerances against the CPU are those of any fp32 sum
+// order. The forward streams the key and value tiles up to the causal limit through shared
+// memory with an online softmax (running max and sum), and writes out and lse = max + log(sum).
+// The backward recomputes the probabilities exp(s - lse) tile by tile in two passes that each own
+// what they write, so no float atomics and bitwise the same result on every run: one block per
+// key tile accumulates dK and dV over the query tiles in order, one block per query tile
+// accumulates dQ over the key tiles in order; each computes D_i = dO_i . O_i itself, in the same
+// order.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -57,16 +62,31 @@ struct HeadView {
 // most keys to go over (the last queries) start first.
 __device__ inline int64_t tile_start() { return int64_t{gridDim.y - 1 - blockIdx.y} * kTile; }
 
-// tile[r][c] = base[(first + r) * ld + c], zero past the last row or the head's columns.
+// kTile rows of kD columns in shared memory. Each row is laid out as kSplit runs, one per thread
+// of a row's group: run `sub` holds columns sub, sub + kSplit, sub + 2 kSplit, ..., the thread's
+// columns in the order it sums them, so that it reads four of them as one float4: a shared load
+// per four multiply-adds, not one per multiply-add. The runs are padded by four floats, so that
+// the four of a row start in different banks: a warp's eight rows of threads read the same tile
+// row (a broadcast), its four threads of a row four 16-byte pieces in distinct banks.
 template <int kD>
-__device__ void load_tile(float (*tile)[kD], const float* base, int64_t ld, int64_t first, int64_t seq,
-                          int head_size) {
-  for (int e = static_cast<int>(threadIdx.x); e < kTile * kD; e += kThreads) {
-    const int r = e / kD, c = e % kD;
-    const int64_t row = first + r;
-    tile[r][c] = row < seq && c < head_size ? base[row * ld + c] : 0.0f;
+struct alignas(16) Tile {
+  static constexpr int kRun = kD / kSplit + 4;
+  float values[kTile][kSplit * kRun];
+
+  // Row r, column c = base[(first + r) * ld + c], zero past the last row or the head's columns;
+  // consecutive threads read consecutive columns.
+  __device__ void load(const float* base, int64_t ld, int64_t first, int64_t seq, int head_size) {
+    for (int e = static_cast<int>(threadIdx.x); e < kTile * kD; e += kThreads) {
+      const int r = e / kD, c = e % kD;
+      const int64_t row = first + r;
+      values[r][c % kSplit * kRun + c / kSplit] = row < seq && c < head_size ? base[row * ld + c] : 0.0f;
+    }
   }
-}
+
+  // Columns sub + kSplit * (m + j), j = 0..3, of row r (m a multiple of 4): the thread's m-th to
+  // (m + 3)-th.
+  __device__ Floats<4> quad(int r, int sub, int m) const { return load_floats<4>(&values[r][sub * kRun + m]); }
+};
 
 // A thread's columns of row `row` (clamped to the last row: rows past it are computed but never
 // written), zero past the head's columns.
@@ -91,7 +111,7 @@ __device__ float output_dot(const float* grad_out, const float* out, int64_t cha
 #pragma unroll
   for (int m = 0; m < kD / kSplit; ++m) {
     const int c = sub + kSplit * m;
-    if (c < head_size) dot += grad_out[clamped * channels + c] * out[clamped * channels + c];
+    if (c < head_size) dot = fmaf(grad_out[clamped * channels + c], out[clamped * channels + c], dot);
   }
   return group_sum(dot);
 }
@@ -103,7 +123,7 @@ __global__ void __launch_bounds__(kThreads)
     attention_forward_kernel(float* __restrict__ out, float* __restrict__ lse, const float* __restrict__ qkv,
                              int64_t seq, int64_t channels, int heads, int head_size, float scale) {
   constexpr int kCols = kD / kSplit;
-  __shared__ float k_tile[kTile][kD], v_tile[kTile][kD];
+  __shared__ Tile<kD> k_tile, v_tile;
   const HeadView head(qkv, seq, channels, heads, head_size);
   const int row = static_cast<int>(threadIdx.x) / kSplit, sub = static_cast<int>(threadIdx.x) % kSplit;
   const int64_t first_query = tile_start();
@@ -118,8 +138,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t key_end = min(seq, first_query + kTile);
   for (int64_t first_key = 0; first_key < key_end; first_key += kTile) {
     __syncthreads();  // the previous tile's readers are done
-    load_tile<kD>(k_tile, head.k(), head.qkv_ld, first_key, seq, head_size);
-    load_tile<kD>(v_tile, head.v(), head.qkv_ld, first_key, seq, head_size);
+    k_tile.load(head.k(), head.qkv_ld, first_key, seq, head_size);
+    v_tile.load(head.v(), head.qkv_ld, first_key, seq, head_size);
     __syncthreads();
 
     // Scaled scores, -inf where masked. The first tile always has key 0 <= i, so the running
@@ -130,7 +150,11 @@ __global__ void __launch_bounds__(kThreads)
     for (int jj = 0; jj < kTile; ++jj) {
       float dot = 0.0f;
 #pragma unroll
-      for (int m = 0; m < kCols; ++m) dot += q[m] * k_tile[jj][sub + kSplit * m];
+      for (int m = 0; m < kCols; m += 4) {
+        const Floats<4> k = k_tile.quad(jj, sub, m);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) dot = fmaf(q[m + j], k.v[j], dot);
+      }
       dot = group_sum(dot) * scale;
       s[jj] = first_key + jj <= i ? dot : -INFINITY;
       tile_max = fmaxf(tile_max, s[jj]);
@@ -145,7 +169,11 @@ __global__ void __launch_bounds__(kThreads)
       const float p = expf(s[jj] - new_max);
       tile_sum += p;
 #pragma unroll
-      for (int m = 0; m < kCols; ++m) o[m] += p * v_tile[jj][sub + kSplit * m];
+      for (int m = 0; m < kCols; m += 4) {
+        const Floats<4> v = v_tile.quad(jj, sub, m);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) o[m + j] = fmaf(p, v.v[j], o[m + j]);
+      }
     }
     running_sum = running_sum * correction + tile_sum;
     running_max = new_max;
@@ -172,7 +200,7 @@ __global__ void __launch_bounds__(kThreads)
                                   const float* __restrict__ lse, int64_t seq, int64_t channels, int heads,
                                   int head_size, float scale) {
   constexpr int kCols = kD / kSplit;
-  __shared__ float q_tile[kTile][kD], grad_out_tile[kTile][kD];
+  __shared__ Tile<kD> q_tile, grad_out_tile;
   __shared__ float lse_tile[kTile], dot_tile[kTile];
   const HeadView head(qkv, seq, channels, heads, head_size);
   const int row = static_cast<int>(threadIdx.x) / kSplit, sub = static_cast<int>(threadIdx.x) % kSplit;
@@ -190,8 +218,8 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int64_t first_query = first_key; first_query < seq; first_query += kTile) {
     __syncthreads();  // the previous tile's readers are done
-    load_tile<kD>(q_tile, head.q, head.qkv_ld, first_query, seq, head_size);
-    load_tile<kD>(grad_out_tile, head_grad_out, channels, first_query, seq, head_size);
+    q_tile.load(head.q, head.qkv_ld, first_query, seq, head_size);
+    grad_out_tile.load(head_grad_out, channels, first_query, seq, head_size);
     const float dot = output_dot<kD>(head_grad_out, head_out, channels, first_query + row, seq, head_size, sub);
     if (sub == 0) {
       dot_tile[row] = dot;
@@ -203,18 +231,26 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < rows; ++r) {
       float s = 0.0f, grad_p = 0.0f;
 #pragma unroll
-      for (int m = 0; m < kCols; ++m) {
-        s += q_tile[r][sub + kSplit * m] * k[m];
-        grad_p += grad_out_tile[r][sub + kSplit * m] * v[m];
+      for (int m = 0; m < kCols; m += 4) {
+        const Floats<4> q = q_tile.quad(r, sub, m), grad_o = grad_out_tile.quad(r, sub, m);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          s = fmaf(q.v[j], k[m + j], s);
+          grad_p = fmaf(grad_o.v[j], v[m + j], grad_p);
+        }
       }
       s = group_sum(s) * scale;
       grad_p = group_sum(grad_p);
       const float p = j <= first_query + r ? expf(s - lse_tile[r]) : 0.0f;
       const float grad_s = p * (grad_p - dot_tile[r]);
 #pragma unroll
-      for (int m = 0; m < kCols; ++m) {
-        grad_v[m] += p * grad_out_tile[r][sub + kSplit * m];
-        grad_k[m] += grad_s * q_tile[r][sub + kSplit * m];
+      for (int m = 0; m < kCols; m += 4) {
+        const Floats<4> q = q_tile.quad(r, sub, m), grad_o = grad_out_tile.quad(r, sub, m);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          grad_v[m + j] = fmaf(p, grad_o.v[j], grad_v[m + j]);
+          grad_k[m + j] = fmaf(grad_s, q.v[j], grad_k[m + j]);
+        }
       }
     }
   }
@@ -243,7 +279,7 @@ __global__ void __launch_bounds__(kThreads)
                                     const float* __restrict__ lse, int64_t seq, int64_t channels, int heads,
                                     int head_size, float scale) {
   constexpr int kCols = kD / kSplit;
-  __shared__ float k_tile[kTile][kD], v_tile[kTile][kD];
+  __shared__ Tile<kD> k_tile, v_tile;
   const HeadView head(qkv, seq, channels, heads, head_size);
   const int row = static_cast<int>(threadIdx.x) / kSplit, sub = static_cast<int>(threadIdx.x) % kSplit;
   const int64_t first_query = tile_start();
@@ -261,16 +297,20 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t key_end = min(seq, first_query + kTile);
   for (int64_t first_key = 0; first_key < key_end; first_key += kTile) {
     __syncthreads();  // the previous tile's readers are done
-    load_tile<kD>(k_tile, head.k(), head.qkv_ld, first_key, seq, head_size);
-    load_tile<kD>(v_tile, head.v(), head.qkv_ld, first_key, seq, head_size);
+    k_tile.load(head.k(), head.qkv_ld, first_key, seq, head_size);
+    v_tile.load(head.v(), head.qkv_ld, first_key, seq, head_size);
     __syncthreads();
 #pragma unroll 4
     for (int jj = 0; jj < kTile; ++jj) {
       float s = 0.0f, grad_p = 0.0f;
 #pragma unroll
-      for (int m = 0; m < kCols; ++m) {
-        s += q[m] * k_tile[jj][sub + kSplit * m];
-        grad_p += grad_o[m] * v_tile[jj][sub + kSplit * m];
+      for (int m = 0; m < kCols; m += 4) {
+        const Floats<4> k = k_tile.quad(jj, sub, m), v = v_tile.quad(jj, sub, m);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          s = fmaf(q[m + j], k.v[j], s);
+          grad_p = fmaf(grad_o[m + j], v.v[j], grad_p);
+        }
       }
       s = group_sum(s) * scale;
       grad_p = group_sum(grad_p);
@@ -278,7 +318,11 @@ __global__ void __launch_bounds__(kThreads)
       const float p = first_key + jj <= i ? expf(s - row_lse) : 0.0f;
       const float grad_s = p * (grad_p - dot);
 #pragma unroll
-      for (int m = 0; m < kCols; ++m) grad_q[m] += grad_s * k_tile[jj][sub + kSplit * m];
+      for (int m = 0; m < kCols; m += 4) {
+        const Floats<4> k = k_tile.quad(jj, sub, m);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) grad_q[m + j] = fmaf(grad_s, k.v[j], grad_q[m + j]);
+      }
     }
   }
 

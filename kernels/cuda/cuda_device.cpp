@@ -64,6 +64,8 @@ constexpr Device kCudaDevice{
             .attention_forward = cuda_kernels::attention_forward,
             .attention_backward = cuda_kernels::attention_backward,
         },
+// Built with NCCL (collectives.cpp), or for one rank.
+#ifdef TRAINCTL_CUDA_COLLECTIVES
     .collectives =
         CollectiveOps{
             .open = cuda_kernels::open_group,
@@ -71,6 +73,9 @@ constexpr Device kCudaDevice{
             .all_reduce_sum = cuda_kernels::all_reduce_sum,
             .wait_reductions = cuda_kernels::wait_reductions,
         },
+#else
+    .collectives = std::nullopt,
+#endif
 };
 
 }  // namespace

@@ -1,11 +1,14 @@
 // The CUDA elementwise family: the fused bias + activation ops and the residual add. The
-// bias_act forward adds the bias and applies the activation; the backward multiplies by the
-// activation's derivative and sums grad_bias over rows in the same kernel, deterministically
-// (kernel_common.cuh's column sums: fixed-order sums per block, then the last block adds the
-// blocks' sums in order; no float atomics). The arithmetic is the CPU reference's
-// (kernels/cpu/elementwise.cpp), operation for operation (and uncontracted: --fmad=false), so
-// ReLU, the identity and add match it bitwise, and the GELUs differ only by erff, expf and tanhf,
-// which are not correctly rounded on either side.
+// bias_act forward adds the bias and applies the activation, a thread per column (four columns,
+// as float4s, where the rows are whole aligned float4s) holding its bias in registers over the
+// rows it takes (kernel_common.cuh's row tiles), so that no element's column is found by a
+// division; the backward multiplies by the activation's derivative and sums grad_bias over rows
+// in the same kernel, deterministically (kernel_common.cuh's column sums: fixed-order sums per
+// block, then the last block adds the blocks' sums in order; no float atomics). add goes over its
+// vectors four floats at a time where all three are 16-byte aligned. The arithmetic is the CPU
+// reference's (kernels/cpu/elementwise.cpp), operation for operation (and uncontracted:
+// --fmad=false), so ReLU, the identity and add match it bitwise, and the GELUs differ only by
+// erff, expf and tanhf, which are not correctly rounded on either side.
 #include <cstdint>
 #include <type_traits>
 
@@ -73,15 +76,25 @@ void with_activation(Activation act, Body body) {
   }
 }
 
-// out may be z itself: each element is read before it is written, by the same thread.
-template <typename Act>
+// A row tile's thread per kWidth columns (row_tile_launch over cols / kWidth packs). out may be z
+// itself: each element is read before it is written, by the same thread, and then only the
+// activation is stored.
+template <typename Act, int kWidth>
 __global__ void bias_act_forward_kernel(float* z, const float* __restrict__ bias, float* out, int64_t rows,
                                         int64_t cols) {
-  const int64_t n = rows * cols;
-  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) {
-    const float biased = z[i] + bias[i % cols];
-    z[i] = biased;
-    out[i] = Act::forward(biased);
+  const int64_t column = row_tile_pack() * kWidth;
+  if (column >= cols) return;
+  const Floats<kWidth> column_bias = load_floats<kWidth>(bias + column);
+  const bool in_place = out == z;
+  for (int64_t row = row_tile_first_row(); row < rows; row += row_tile_row_step()) {
+    const int64_t i = row * cols + column;
+    Floats<kWidth> biased = load_floats<kWidth>(z + i), activated;
+    for (int j = 0; j < kWidth; ++j) {
+      biased.v[j] = biased.v[j] + column_bias.v[j];
+      activated.v[j] = Act::forward(biased.v[j]);
+    }
+    if (!in_place) store_floats<kWidth>(z + i, biased);
+    store_floats<kWidth>(out + i, activated);
   }
 }
 
@@ -100,29 +113,28 @@ __global__ void bias_act_backward_kernel(const float* grad_out, const float* __r
 }
 
 // out may be a or b: each element is read before it is written, by the same thread.
+template <int kWidth>
 __global__ void add_kernel(float* out, const float* a, const float* b, int64_t n) {
-  for (int64_t i = grid_thread_index(); i < n; i += grid_thread_count()) out[i] = a[i] + b[i];
-}
-
-// add_kernel for 16-byte aligned vectors: four elements per load and store, then the last n % 4
-// one by one (the grid has more threads than that).
-__global__ void add_quads_kernel(float* out, const float* a, const float* b, int64_t n) {
-  const int64_t quads = n / 4;
-  for (int64_t i = grid_thread_index(); i < quads; i += grid_thread_count()) {
-    const float4 x = reinterpret_cast<const float4*>(a)[i], y = reinterpret_cast<const float4*>(b)[i];
-    reinterpret_cast<float4*>(out)[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
-  }
-  const int64_t tail = quads * 4 + grid_thread_index();
-  if (tail < n) out[tail] = a[tail] + b[tail];
+  for_each_pack<kWidth>(n, [=](int64_t i, auto width) {
+    constexpr int kPack = decltype(width)::value;
+    const Floats<kPack> x = load_floats<kPack>(a + i), y = load_floats<kPack>(b + i);
+    Floats<kPack> sum;
+    for (int j = 0; j < kPack; ++j) sum.v[j] = x.v[j] + y.v[j];
+    store_floats<kPack>(out + i, sum);
+  });
 }
 
 }  // namespace
 
 void bias_act_forward(Stream stream, float* z, const float* bias, float* out, int64_t rows, int64_t cols,
                       Activation act) {
-  with_activation(act, [=](auto activation) {
-    launch_over(cuda_stream(stream), rows * cols, bias_act_forward_kernel<decltype(activation)>, z, bias, out, rows,
-                cols);
+  if (rows == 0 || cols == 0) return;
+  with_vector_width(cols, {z, bias, out}, [=](auto width) {
+    const RowTileLaunch shape = row_tile_launch(rows, cols / width());
+    with_activation(act, [=](auto activation) {
+      launch(cuda_stream(stream), shape.grid, shape.block, bias_act_forward_kernel<decltype(activation), width()>, z,
+             bias, out, rows, cols);
+    });
   });
 }
 
@@ -138,12 +150,9 @@ void bias_act_backward(Stream stream, const float* grad_out, const float* z, con
 }
 
 void add(Stream stream, float* out, const float* a, const float* b, int64_t n) {
-  const auto addresses = reinterpret_cast<uintptr_t>(out) | reinterpret_cast<uintptr_t>(a) |
-                         reinterpret_cast<uintptr_t>(b);
-  if (addresses % alignof(float4) == 0)
-    launch_over(cuda_stream(stream), ceil_div(n, 4), add_quads_kernel, out, a, b, n);
-  else
-    launch_over(cuda_stream(stream), n, add_kernel, out, a, b, n);
+  with_pack_width({out, a, b}, [=](auto width) {
+    launch_over(cuda_stream(stream), ceil_div(n, width()), add_kernel<width()>, out, a, b, n);
+  });
 }
 
 }  // namespace trainctl::cuda_kernels

@@ -1,13 +1,16 @@
-// What the CUDA kernels share: launch shapes, grid-stride indexing, float4 or scalar access to
-// rows, and the deterministic reductions (fixed-order warp and block sums; the last block of a
-// grid combining every block's partial result; column sums of a matrix into gradients), which
-// make each op give bitwise the same result on every run, and the way of their results back to
-// the host.
+// What the CUDA kernels share: launch shapes, grid-stride indexing (over elements, packs of
+// four, warps per row, or a thread per column and the rows over blocks, so that no index is
+// divided per element), float4 or scalar access to rows and vectors (float4 where a run-time
+// check of the pointers says every access is 16-byte aligned), and the deterministic reductions
+// (fixed-order warp and block sums; the last block of a grid combining every block's partial
+// result; column sums of a matrix into gradients), which make each op give bitwise the same
+// result on every run, and the way of their results back to the host.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
@@ -93,17 +96,88 @@ __device__ inline void store_floats(float* address, const Floats<kWidth>& values
     *address = values.v[0];
 }
 
-// body(std::integral_constant<int, kWidth>): kWidth 4 when every row of `cols` floats at each
-// of `rows` starts 16-byte aligned (then a row is whole float4s), else 1, the scalar path.
+// Whether each of `pointers` is 16-byte aligned (null is), so that floats there move as float4s.
+inline bool float4_aligned(std::initializer_list<const void*> pointers) {
+  bool aligned = true;
+  for (const void* pointer : pointers) aligned = aligned && reinterpret_cast<uintptr_t>(pointer) % alignof(float4) == 0;
+  return aligned;
+}
+
+// body(std::integral_constant<int, kWidth>): kWidth 4 when `vector`, else 1, the scalar path.
 template <typename Body>
-void with_vector_width(int64_t cols, std::initializer_list<const void*> rows, Body body) {
-  bool aligned = cols % 4 == 0;
-  for (const void* row : rows) aligned = aligned && reinterpret_cast<uintptr_t>(row) % alignof(float4) == 0;
-  if (aligned)
+void with_width(bool vector, Body body) {
+  if (vector)
     body(std::integral_constant<int, 4>{});
   else
     body(std::integral_constant<int, 1>{});
 }
+
+// with_width for rows: 4 when every row of `cols` floats at each of `rows` starts 16-byte
+// aligned (then a row is whole float4s).
+template <typename Body>
+void with_vector_width(int64_t cols, std::initializer_list<const void*> rows, Body body) {
+  with_width(cols % 4 == 0 && float4_aligned(rows), body);
+}
+
+// with_width for vectors of any length, which for_each_pack goes over: 4 when each of `vectors`
+// starts 16-byte aligned.
+template <typename Body>
+void with_pack_width(std::initializer_list<const void*> vectors, Body body) {
+  with_width(float4_aligned(vectors), body);
+}
+
+// The grid-stride loop of an elementwise kernel over n floats, kWidth at a time:
+// body(i, std::integral_constant<int, kWidth>{}) for each whole pack, i its first float; then,
+// for kWidth 4, body(i, std::integral_constant<int, 1>{}) for each of the last n % 4 floats, a
+// thread each (a grid has more than three threads). Launched over ceil_div(n, kWidth) threads
+// (launch_over); a thread divides nothing but n, once.
+template <int kWidth, typename Body>
+__device__ void for_each_pack(int64_t n, Body body) {
+  const int64_t whole = n - n % kWidth;
+  const int64_t step = grid_thread_count() * kWidth;
+  for (int64_t i = grid_thread_index() * kWidth; i < whole; i += step) body(i, std::integral_constant<int, kWidth>{});
+  if constexpr (kWidth > 1) {
+    const int64_t i = whole + grid_thread_index();
+    if (i < n) body(i, std::integral_constant<int, 1>{});
+  }
+}
+
+// Kernels over a matrix of `rows` rows of `packs` packs of columns (a pack: kWidth floats) with a
+// thread per pack and the rows over blocks: blocks of (x: a column tile's packs, y: row lanes),
+// grids of (x: column tiles, y: row blocks). A thread keeps its columns, and what depends on them
+// alone (a bias), over every row it takes: row_tile_first_row(), then row_tile_row_step() further
+// each time. A tile is a power of two of packs up to a warp (a warp then takes whole rows of a
+// narrow matrix, next to each other), else whole warps (each within one row, reading 32
+// consecutive packs), as even as whole warps make them (less than a warp idle per tile). A grid
+// is at most one wave (the threads of kMaxBlocks blocks of kBlockThreads) and gives each thread
+// kRowTileRowsPerThread rows or more where the matrix has them, so that what a thread keeps is
+// used again.
+constexpr int64_t kRowTileRowsPerThread = 4;
+
+struct RowTileLaunch {
+  dim3 grid, block;
+};
+
+// For rows > 0 and packs > 0.
+inline RowTileLaunch row_tile_launch(int64_t rows, int64_t packs) {
+  int64_t tiles = 1, tile = 0;
+  if (packs < kWarpSize) {
+    tile = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(packs)));
+  } else {
+    tiles = ceil_div(packs, kBlockThreads);
+    tile = ceil_div(ceil_div(packs, tiles), kWarpSize) * kWarpSize;
+  }
+  const int64_t row_lanes = kBlockThreads / tile;
+  const int64_t max_row_blocks = std::max(int64_t{1}, kMaxBlocks * kBlockThreads / (tile * row_lanes) / tiles);
+  const int64_t row_blocks =
+      std::min({ceil_div(rows, row_lanes * kRowTileRowsPerThread), max_row_blocks, int64_t{65535}});
+  return {dim3(static_cast<unsigned int>(tiles), static_cast<unsigned int>(row_blocks)),
+          dim3(static_cast<unsigned int>(tile), static_cast<unsigned int>(row_lanes))};
+}
+
+__device__ inline int64_t row_tile_pack() { return blockIdx.x * int64_t{blockDim.x} + threadIdx.x; }
+__device__ inline int64_t row_tile_first_row() { return blockIdx.y * int64_t{blockDim.y} + threadIdx.y; }
+__device__ inline int64_t row_tile_row_step() { return gridDim.y * int64_t{blockDim.y}; }
 
 // Sum over the warp by an xor butterfly: every lane ends with the same bits, since each pairwise
 // sum is the same in either order, and the pairing is fixed.

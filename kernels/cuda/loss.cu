@@ -1,9 +1,11 @@
 // The CUDA loss family: softmax cross-entropy, forward and backward in one kernel. A warp per row
-// finds the row's max (first index on ties, as std::max_element), sums exp(logit - max) in
-// double, and writes (softmax - onehot) * grad_scale, with the CPU reference's arithmetic. The
-// loss sum and the correct count are reduced in a fixed order (warp, block, then the last block
-// over all blocks) and copied back to the host, which waits for the op's stream only.
-#include <algorithm>
+// reads the row three times, each lane four consecutive logits at a time as a float4 where every
+// row starts 16-byte aligned (classes a multiple of 4 and aligned logits and gradient), else one:
+// it finds the row's max (first index on ties, as std::max_element, whichever lane saw which),
+// sums exp(logit - max) in double, and writes (softmax - onehot) * grad_scale, with the CPU
+// reference's arithmetic element by element (only the double sum's order differs). The loss sum
+// and the correct count are reduced in a fixed order (warp, block, then the last block over all
+// blocks) and copied back to the host, which waits for the op's stream only.
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -29,25 +31,32 @@ __device__ void keep_max(float& value, long long& index, float other_value, long
   }
 }
 
+// A warp per row; lane l takes packs l, l + 32, ... of kWidth consecutive classes, in order.
+template <int kWidth>
 __global__ void softmax_cross_entropy_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels,
                                              float* __restrict__ grad_logits, int64_t rows, int64_t classes,
                                              float grad_scale, LossTotals* __restrict__ block_totals,
                                              unsigned int* counter, LossTotals* __restrict__ totals) {
-  const int lane = static_cast<int>(threadIdx.x % kWarpSize);
-  const int64_t first_row = blockIdx.x * int64_t{kBlockWarps} + threadIdx.x / kWarpSize;
-  const int64_t row_stride = gridDim.x * int64_t{kBlockWarps};
+  const int lane = lane_index();
+  const int64_t packs = classes / kWidth;
   double warp_loss = 0.0;  // kept by lane 0
   long long warp_correct = 0;
-  for (int64_t r = first_row; r < rows; r += row_stride) {
+  for (int64_t r = grid_warp_index(); r < rows; r += grid_warp_count()) {
     const float* row = logits + r * classes;
     float max_logit = -INFINITY;
     long long argmax = LLONG_MAX;
-    for (int64_t c = lane; c < classes; c += kWarpSize) keep_max(max_logit, argmax, row[c], c);
+    for (int64_t k = lane; k < packs; k += kWarpSize) {
+      const Floats<kWidth> values = load_floats<kWidth>(row + k * kWidth);
+      for (int j = 0; j < kWidth; ++j) keep_max(max_logit, argmax, values.v[j], k * kWidth + j);
+    }
     for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
       keep_max(max_logit, argmax, __shfl_xor_sync(0xffffffffu, max_logit, offset),
                __shfl_xor_sync(0xffffffffu, argmax, offset));
     double denominator = 0.0;
-    for (int64_t c = lane; c < classes; c += kWarpSize) denominator += exp(static_cast<double>(row[c] - max_logit));
+    for (int64_t k = lane; k < packs; k += kWarpSize) {
+      const Floats<kWidth> values = load_floats<kWidth>(row + k * kWidth);
+      for (int j = 0; j < kWidth; ++j) denominator += exp(static_cast<double>(values.v[j] - max_logit));
+    }
     denominator = warp_sum(denominator);
     const int32_t label = labels[r];
     if (lane == 0) {
@@ -56,9 +65,15 @@ __global__ void softmax_cross_entropy_kernel(const float* __restrict__ logits, c
     }
     if (grad_logits == nullptr) continue;
     float* grad_row = grad_logits + r * classes;
-    for (int64_t c = lane; c < classes; c += kWarpSize) {
-      const double probability = exp(static_cast<double>(row[c] - max_logit)) / denominator;
-      grad_row[c] = static_cast<float>(probability - (c == label ? 1.0 : 0.0)) * grad_scale;
+    for (int64_t k = lane; k < packs; k += kWarpSize) {
+      const Floats<kWidth> values = load_floats<kWidth>(row + k * kWidth);
+      Floats<kWidth> grad;
+      for (int j = 0; j < kWidth; ++j) {
+        const int64_t c = k * kWidth + j;
+        const double probability = exp(static_cast<double>(values.v[j] - max_logit)) / denominator;
+        grad.v[j] = static_cast<float>(probability - (c == label ? 1.0 : 0.0)) * grad_scale;
+      }
+      store_floats<kWidth>(grad_row + k * kWidth, grad);
     }
   }
 
@@ -89,12 +104,14 @@ void softmax_cross_entropy(Stream stream, const float* logits, const int32_t* la
   if (rows > 0) {
     const cudaStream_t cuda = cuda_stream(stream);
     StreamScratch& scratch = scratch_of(cuda);
-    const unsigned int blocks = static_cast<unsigned int>(std::min(ceil_div(rows, kBlockWarps), kMaxBlocks));
+    const unsigned int blocks = blocks_for_rows(rows);
     auto* block_totals = scratch.reduction_partials.get<LossTotals>(blocks * sizeof(LossTotals), cuda);
     auto* counter = scratch.block_counters.get<unsigned int>(sizeof(unsigned int), cuda);
     auto* totals = scratch.reduction_results.get<LossTotals>(sizeof(LossTotals), cuda);
-    launch(cuda, blocks, kBlockThreads, softmax_cross_entropy_kernel, logits, labels, grad_logits, rows, classes,
-           grad_scale, block_totals, counter, totals);
+    with_vector_width(classes, {logits, grad_logits}, [&](auto width) {
+      launch(cuda, blocks, kBlockThreads, softmax_cross_entropy_kernel<width()>, logits, labels, grad_logits, rows,
+             classes, grad_scale, block_totals, counter, totals);
+    });
     host_totals = host_value(cuda, totals);
   }
   *loss_sum = host_totals.loss_sum;

@@ -8,7 +8,7 @@
 # - SLURM schedules the GPUs: a job that wants a GPU of a node whose GPUs are all taken waits
 #   for Resources, though that node has a free CPU.
 # - A job asking for 3 GPUs per node is refused at submission with SLURM's reason; nothing is
-#   queued.
+#   queued and no run directory is left behind, so the corrected config submits as a new run.
 source "$(dirname "$0")/lib.sh"
 require_cluster 2 2
 
@@ -80,6 +80,10 @@ write_gpu_config too_many.toml too-many 3
 expect_exit 1 "$TRAINCTL" submit too_many.toml
 grep -qF "sbatch --parsable $work/runs/too-many/job.sbatch failed (exit 1): sbatch: error: Batch job submission failed: Requested node configuration is not available" err.txt ||
   fail "unclear refusal: $(cat err.txt)"
-[ ! -e runs/too-many/job_id ] || fail "a refused job has a job id"
+[ ! -e runs/too-many ] || fail "a refused job leaves its run directory: $(ls runs/too-many)"
 [ -z "$(squeue -h -n too-many)" ] || fail "the refused job is queued: $(squeue -n too-many)"
+# Corrected, it is submitted as a new run, not refused as one already there.
+write_gpu_config too_many.toml too-many 2
+job=$(submit too_many.toml)
+wait_for_job "$job" 60 COMPLETED
 echo "PASS"
