@@ -7,14 +7,20 @@
 // sum_squares, attention, LayerNorm and the embedding also run twice on the same inputs and must
 // give bitwise the same output. The CUDA ops run on a stream of their own that does not
 // synchronize with the legacy default stream, so an op that launched on another stream, or a copy
-// back that did not wait for its stream, shows as a wrong result. Without a usable GPU the
-// program prints why and exits 77 (meson's SKIP); any failure exits 1.
+// back that did not wait for its stream, shows as a wrong result.
+//
+// The CUDA table is the backend library TRAINCTL_CUDA_BACKEND names (kernels/device.h): the
+// GPU's, where the backend finding no usable GPU makes the program print why and exit 77 (meson's
+// SKIP), or the CPU implementation of CUDA's (cuda_on_cpu/), where `--schedules FIRST,SECOND`
+// runs each op's two runs under those two orders of its threads, so that a missing barrier shows
+// as different bits. `--only GROUP` runs one group of ops. Any failure exits 1.
 //
 // `test_cuda_kernels --large` runs instead the shapes of the benchmark MLP (4 x 8192 hidden,
 // batch 8192, scripts/bench_gpu_mlp.py): its GEMMs with every transpose in fp32 and bf16, and
-// bias + activation forward and backward at 8192 x 8192. The CPU reference takes a while there
-// (about 20 TFLOP of OpenBLAS GEMMs), so meson's test leaves them out; scripts/gpu_check.sh
-// runs them on the GPU machine.
+// bias + activation forward and backward at 8192 x 8192; and GPT-2 124M's loss, attention,
+// LayerNorm and embedding (8 x 1024 tokens, 768 wide, 12 heads, vocabulary 50257). The CPU
+// reference takes a while there (about 20 TFLOP of OpenBLAS GEMMs), so meson's test leaves them
+// out; scripts/gpu_check.sh runs them on the GPU machine.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -542,20 +548,22 @@ void test_add(const Gpu& gpu, Checker& checker) {
       }
 }
 
-void test_softmax_cross_entropy(const Gpu& gpu, Checker& checker) {
-  struct Case {
-    int64_t rows, classes;
-    bool integer_logits;  // many ties for the argmax, which goes to the first
-    size_t offset = 0;    // of logits and the gradient from their allocations, in floats
-  };
-  // Classes a multiple of 4 (12, 1000, 8) at offset 0: every row starts 16-byte aligned, so the
-  // kernel reads float4s; at offset 1, and the other class counts, one float at a time. Over 8192
-  // rows (9000) a warp takes more than one row.
-  const Case cases[] = {{1, 1, false},      {3, 5, false},        {129, 10, false},  {129, 10, true},
-                        {129, 12, true},    {257, 1000, false},   {257, 1000, false, 1},
-                        {4099, 37, false},  {9000, 3, false},     {9000, 8, false}};
-  uint64_t seed = 500;
-  for (const Case& shape : cases)
+struct LossCase {
+  int64_t rows, classes;
+  bool integer_logits;  // many ties for the argmax, which goes to the first
+  size_t offset = 0;    // of logits and the gradient from their allocations, in floats
+};
+// Classes a multiple of 4 (12, 1000, 8) at offset 0: every row starts 16-byte aligned, so the
+// kernel reads float4s; at offset 1, and the other class counts, one float at a time. Over 8192
+// rows (9000) a warp takes more than one row.
+constexpr LossCase kLossCases[] = {{1, 1, false},     {3, 5, false},      {129, 10, false}, {129, 10, true},
+                                   {129, 12, true},   {257, 1000, false}, {257, 1000, false, 1},
+                                   {4099, 37, false}, {9000, 3, false},   {9000, 8, false}};
+// GPT-2 124M's: 8 sequences of 1024 tokens over its vocabulary of 50257.
+constexpr LossCase kGpt2LossCases[] = {{8192, 50257, false}};
+
+void test_softmax_cross_entropy(const Gpu& gpu, Checker& checker, std::span<const LossCase> cases, uint64_t seed) {
+  for (const LossCase& shape : cases)
     for (bool with_gradient : {true, false}) {
       const auto n = static_cast<size_t>(shape.rows * shape.classes);
       std::vector<float> logits = random_floats(n, -8.0f, 8.0f, ++seed);
@@ -720,17 +728,19 @@ void test_sum_squares_and_scale(const Gpu& gpu, Checker& checker) {
 constexpr Tolerance kAttentionForward{1e-5, 1e-5};
 constexpr Tolerance kAttentionBackward = kGemmFp32;
 
-void test_attention(const Gpu& gpu, Checker& checker) {
-  struct Case {
-    int64_t batch, seq, channels, heads;
-  };
-  // Head sizes 8, 16, 10 (not a multiple of 4), 64 (GPT-2's), 96 and 128; seq across tile edges.
-  constexpr Case kCases[] = {{1, 1, 8, 1},    {2, 37, 48, 3},  {1, 45, 30, 3},
-                             {1, 129, 128, 2}, {1, 70, 192, 2}, {1, 64, 256, 2}};
+struct AttentionCase {
+  int64_t batch, seq, channels, heads;
+};
+// Head sizes 8, 16, 10 (not a multiple of 4), 64 (GPT-2's), 96 and 128; seq across tile edges.
+constexpr AttentionCase kAttentionCases[] = {{1, 1, 8, 1},     {2, 37, 48, 3},   {1, 45, 30, 3},
+                                             {1, 129, 128, 2}, {1, 70, 192, 2}, {1, 64, 256, 2}};
+// GPT-2 124M's: 4 sequences of 1024 tokens, 12 heads of 64.
+constexpr AttentionCase kGpt2AttentionCases[] = {{4, 1024, 768, 12}};
+
+void test_attention(const Gpu& gpu, Checker& checker, std::span<const AttentionCase> cases, uint64_t seed) {
   const trainctl::AttentionOps& ops = *gpu.device.attention;
   const trainctl::AttentionOps& ref_ops = *cpu().attention;
-  uint64_t seed = 1000;
-  for (const auto [batch, seq, channels, heads] : kCases) {
+  for (const auto [batch, seq, channels, heads] : cases) {
     const auto qkv_size = static_cast<size_t>(batch * seq * 3 * channels);
     const auto out_size = static_cast<size_t>(batch * seq * channels);
     const auto lse_size = static_cast<size_t>(batch * heads * seq);
@@ -790,18 +800,20 @@ constexpr Tolerance kLayerNormGradX{1e-6, 1e-6};
 // over a row.
 Tolerance layernorm_column_sum_tolerance(int64_t rows) { return grad_bias_tolerance(rows); }
 
-void test_layernorm(const Gpu& gpu, Checker& checker) {
-  struct Case {
-    int64_t rows, cols;
-  };
-  // One row block of the column sums (rows 1, 3), three (129) and 65 (4099), in tiles of 32
-  // columns; 64 and 768 columns are whole float4s, 1, 7 and 70 not.
-  constexpr Case kCases[] = {{1, 1}, {3, 7}, {129, 64}, {129, 70}, {1, 768}, {4099, 768}};
+struct LayernormCase {
+  int64_t rows, cols;
+};
+// One row block of the column sums (rows 1, 3), three (129) and 65 (4099), in tiles of 32
+// columns; 64 and 768 columns are whole float4s, 1, 7 and 70 not.
+constexpr LayernormCase kLayernormCases[] = {{1, 1}, {3, 7}, {129, 64}, {129, 70}, {1, 768}, {4099, 768}};
+// GPT-2 124M's: 8 sequences of 1024 tokens, 768 wide.
+constexpr LayernormCase kGpt2LayernormCases[] = {{8192, 768}};
+
+void test_layernorm(const Gpu& gpu, Checker& checker, std::span<const LayernormCase> cases, uint64_t seed) {
   constexpr float kEps = 1e-5f;
   const trainctl::NormOps& ops = *gpu.device.norm;
   const trainctl::NormOps& ref_ops = *cpu().norm;
-  uint64_t seed = 1100;
-  for (const auto [rows, cols] : kCases)
+  for (const auto [rows, cols] : cases)
     // Offset 1: no row 16-byte aligned, so the kernels read one float at a time.
     for (size_t offset : {size_t{0}, size_t{1}}) {
       const auto n = static_cast<size_t>(rows * cols);
@@ -866,21 +878,23 @@ void test_layernorm(const Gpu& gpu, Checker& checker) {
 // backward adds each row of grad_out onto its token's row of grad_wte one at a time in increasing
 // position, and onto its position's row of grad_wpe in increasing batch, as the CPU does: the
 // same float additions in the same order, so bitwise equal (kExact), repeated tokens included.
-void test_embedding(const Gpu& gpu, Checker& checker) {
-  struct Case {
-    int64_t batch, seq, channels, vocab;
-  };
-  // Vocabularies of 1 and 5 (every token repeated many times), 17, and GPT-2's 50257 (tokens
-  // mostly distinct); all but the first over 64 positions, one tile of the kernel that finds
-  // equal tokens; 7 and 70 channels are not whole float4s, 1028 is two blocks of 256 float4s.
-  constexpr Case kCases[] = {{1, 1, 1, 1},    {3, 43, 7, 5},     {1, 129, 64, 5},
-                             {4, 129, 70, 5}, {2, 65, 1028, 17}, {2, 300, 96, 50257}};
+struct EmbeddingCase {
+  int64_t batch, seq, channels, vocab;
+};
+// Vocabularies of 1 and 5 (every token repeated many times), 17, and GPT-2's 50257 (tokens
+// mostly distinct); all but the first over 64 positions, one tile of the kernel that finds
+// equal tokens; 7 and 70 channels are not whole float4s, 1028 is two blocks of 256 float4s.
+constexpr EmbeddingCase kEmbeddingCases[] = {{1, 1, 1, 1},    {3, 43, 7, 5},     {1, 129, 64, 5},
+                                             {4, 129, 70, 5}, {2, 65, 1028, 17}, {2, 300, 96, 50257}};
+// GPT-2 124M's: 8 sequences of 1024 tokens, 768 wide.
+constexpr EmbeddingCase kGpt2EmbeddingCases[] = {{8, 1024, 768, 50257}};
+
+void test_embedding(const Gpu& gpu, Checker& checker, std::span<const EmbeddingCase> cases, uint64_t seed) {
   // wpe has rows past seq, which backward must leave as they are.
   constexpr int64_t kExtraPositions = 3;
   const trainctl::EmbeddingOps& ops = *gpu.device.embedding;
   const trainctl::EmbeddingOps& ref_ops = *cpu().embedding;
-  uint64_t seed = 1200;
-  for (const auto [batch, seq, channels, vocab] : kCases)
+  for (const auto [batch, seq, channels, vocab] : cases)
     // Offset 1: no row 16-byte aligned, so the kernels move one float at a time.
     for (size_t offset : {size_t{0}, size_t{1}}) {
       const auto positions = static_cast<size_t>(batch * seq);
@@ -934,29 +948,34 @@ struct TestGroup {
 };
 
 // The groups of the default run, and of --large.
+// A group that runs `test` over `cases`, its random inputs from `seed` on.
+template <typename Case>
+std::function<void(const Gpu&, Checker&)> over(void (*test)(const Gpu&, Checker&, std::span<const Case>, uint64_t),
+                                               std::span<const Case> cases, uint64_t seed) {
+  return [=](const Gpu& gpu, Checker& checker) { test(gpu, checker, cases, seed); };
+}
+
+// The groups of the default run, and of --large: the benchmark MLP's shapes and GPT-2 124M's.
 std::vector<TestGroup> test_groups(bool large) {
   if (large)
     return {{"gemm", test_benchmark_gemms},
-            {"bias_act_forward",
-             [](const Gpu& gpu, Checker& checker) {
-               test_bias_act_forward(gpu, checker, kBenchmarkActivationShapes, 850);
-             }},
-            {"bias_act_backward", [](const Gpu& gpu, Checker& checker) {
-               test_bias_act_backward(gpu, checker, kBenchmarkActivationShapes, 900);
-             }}};
+            {"bias_act_forward", over<ActivationShape>(test_bias_act_forward, kBenchmarkActivationShapes, 850)},
+            {"bias_act_backward", over<ActivationShape>(test_bias_act_backward, kBenchmarkActivationShapes, 900)},
+            {"softmax_cross_entropy", over<LossCase>(test_softmax_cross_entropy, kGpt2LossCases, 950)},
+            {"attention", over<AttentionCase>(test_attention, kGpt2AttentionCases, 1050)},
+            {"layernorm", over<LayernormCase>(test_layernorm, kGpt2LayernormCases, 1150)},
+            {"embedding", over<EmbeddingCase>(test_embedding, kGpt2EmbeddingCases, 1250)}};
   return {{"memory", test_memory},
           {"gemm", test_gemms},
-          {"bias_act_forward",
-           [](const Gpu& gpu, Checker& checker) { test_bias_act_forward(gpu, checker, kActivationShapes, 300); }},
-          {"bias_act_backward",
-           [](const Gpu& gpu, Checker& checker) { test_bias_act_backward(gpu, checker, kActivationShapes, 400); }},
+          {"bias_act_forward", over<ActivationShape>(test_bias_act_forward, kActivationShapes, 300)},
+          {"bias_act_backward", over<ActivationShape>(test_bias_act_backward, kActivationShapes, 400)},
           {"add", test_add},
-          {"softmax_cross_entropy", test_softmax_cross_entropy},
+          {"softmax_cross_entropy", over<LossCase>(test_softmax_cross_entropy, kLossCases, 500)},
           {"optimizers", test_optimizers},
           {"sum_squares_and_scale", test_sum_squares_and_scale},
-          {"attention", test_attention},
-          {"layernorm", test_layernorm},
-          {"embedding", test_embedding}};
+          {"attention", over<AttentionCase>(test_attention, kAttentionCases, 1000)},
+          {"layernorm", over<LayernormCase>(test_layernorm, kLayernormCases, 1100)},
+          {"embedding", over<EmbeddingCase>(test_embedding, kEmbeddingCases, 1200)}};
 }
 
 struct Options {
