@@ -28,20 +28,31 @@ namespace trainctl {
 
 namespace {
 
+// step(), where the device cannot be used here (its backend library, its GPUs) is bad input
+// (exit code 2).
+template <typename Step>
+decltype(auto) usable(const RunSpec& spec, Step step) {
+  try {
+    return step();
+  } catch (const DeviceUnavailable& error) {
+    throw BadInput(fmt::format("train.device = \"{}\": {}", spec.train.device, error.what()));
+  }
+}
+
 // The device the config asks for, once it is known to have the ops the model needs, bound to this
-// rank (local rank r takes visible GPU r) for the run's lifetime; a device that cannot be used
-// here is bad input (exit code 2). Other devices than the CPU say which one each rank took.
+// rank (local rank r takes visible GPU r) for the run's lifetime. Other devices than the CPU say
+// which one each rank took.
 class DeviceBinding {
  public:
-  DeviceBinding(const RunSpec& spec, const Comm& comm) : device_(find(spec)) {
+  DeviceBinding(const RunSpec& spec, const Comm& comm)
+      : device_(usable(spec, [&]() -> const Device& { return *find_device(spec.train.device); })) {
     require_op_families(spec.model, device_);
-    std::string bound;
-    try {
-      // The CUDA runtime starts threads of its own at its first call.
-      with_stop_signals_blocked([&] { bound = device_.memory.bind_local(comm.local_rank(), comm.local_size()); });
-    } catch (const DeviceUnavailable& error) {
-      throw BadInput(fmt::format("train.device = \"{}\": {}", spec.train.device, error.what()));
-    }
+    // The CUDA runtime starts threads of its own at its first call.
+    const std::string bound = usable(spec, [&] {
+      std::string described;
+      with_stop_signals_blocked([&] { described = device_.memory.bind_local(comm.local_rank(), comm.local_size()); });
+      return described;
+    });
     if (&device_ != &cpu_device()) {
       fmt::print("trainctl-runtime: rank {} of {} on {}: {}\n", comm.rank(), comm.world_size(), comm.node_name(), bound);
       std::fflush(stdout);
@@ -61,14 +72,6 @@ class DeviceBinding {
   const Device& device() const { return device_; }
 
  private:
-  static const Device& find(const RunSpec& spec) {
-    try {
-      return *find_device(spec.train.device);
-    } catch (const DeviceUnavailable& error) {
-      throw BadInput(fmt::format("train.device = \"{}\": {}", spec.train.device, error.what()));
-    }
-  }
-
   const Device& device_;
 };
 
