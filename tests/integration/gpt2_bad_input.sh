@@ -54,6 +54,8 @@ expect_message "checkpoint $work/runs/shaped/checkpoints/step-00000004.h5 does n
 write_config cuda.toml cuda "${gpt2[@]}" train.device='"cuda"' job.gpus_per_node=1
 TRAINCTL_CUDA_BACKEND=$work/missing.so expect_exit 2 "$TRAINCTL" run cuda.toml --run-dir runs/no-backend
 expect_message "train.device = \"cuda\": cannot open the CUDA backend: $work/missing.so: cannot open shared object file"
+TRAINCTL_CUDA_BACKEND=gpu expect_exit 2 "$TRAINCTL" run cuda.toml --run-dir runs/bad-backend
+expect_message 'train.device = "cuda": TRAINCTL_CUDA_BACKEND="gpu": expected "cuda", "cpu" or the path of a backend library'
 TRAINCTL_CUDA_BACKEND=cpu CUDA_VISIBLE_DEVICES= expect_exit 2 "$TRAINCTL" run cuda.toml --run-dir runs/no-gpu
 expect_message 'train.device = "cuda": no usable CUDA device: cudaGetDeviceCount failed with cudaErrorNoDevice (no CUDA-capable device is detected); CUDA_VISIBLE_DEVICES=""'
 if [ "$TRAINCTL_HAVE_MPI" = 1 ]; then
