@@ -69,6 +69,9 @@ DataSpec parse_data(TableReader reader) {
   if (data.val && data.val->empty()) reader.fail("val", "must not be empty (leave the key out for no validation)");
   if (data.val) check_path_length(reader, "val", *data.val);
   data.shuffle = reader.boolean("shuffle", true);
+  data.tokenizer = reader.optional_string("tokenizer");
+  if (data.tokenizer && data.tokenizer->empty()) reader.fail("tokenizer", "must not be empty (leave the key out for bytes)");
+  if (data.tokenizer) check_path_length(reader, "tokenizer", *data.tokenizer);
   reader.reject_unknown();
   return data;
 }
@@ -109,6 +112,9 @@ TrainSpec parse_train(TableReader reader) {
   train.device = reader.choice("device", {"cpu", "cuda"}, "cpu");
   train.precision = reader.choice("precision", {"fp32", "bf16"}, "fp32") == "bf16" ? Precision::kBf16 : Precision::kFp32;
   train.recompute = reader.boolean("recompute", false);
+  train.init_from = reader.optional_string("init_from");
+  if (train.init_from && train.init_from->empty()) reader.fail("init_from", "must not be empty (leave the key out for a fresh init)");
+  if (train.init_from) check_path_length(reader, "init_from", *train.init_from);
   if (TableReader early_stop = reader.table("early_stop"); early_stop.present()) {
     EarlyStopSpec spec;
     spec.metric = early_stop.choice("metric", {"val_loss"}, spec.metric);
@@ -187,10 +193,11 @@ RunSpec parse_run_spec(const toml::table& root, const std::string& file) {
 }
 
 void resolve_data_paths(toml::table& root, const std::string& base_dir) {
-  toml::table* data = root["data"].as_table();
-  if (data == nullptr) return;
-  for (const char* key : {"train", "val"}) {
-    toml::value<std::string>* path = (*data)[key].as_string();
+  const std::pair<const char*, const char*> input_paths[] = {
+      {"data", "train"}, {"data", "val"}, {"data", "tokenizer"}, {"train", "init_from"}};
+  for (const auto& [table_name, key] : input_paths) {
+    toml::table* table = root[table_name].as_table();
+    toml::value<std::string>* path = table != nullptr ? (*table)[key].as_string() : nullptr;
     if (path == nullptr || path->get().empty()) continue;
     std::filesystem::path resolved = std::filesystem::path(base_dir) / path->get();
     if (std::filesystem::path(path->get()).is_absolute()) resolved = path->get();

@@ -51,6 +51,9 @@ struct DataSpec {
   std::string train;
   std::optional<std::string> val;  // same layout
   bool shuffle = true;
+  // gpt2: the GPT-2 tokenizer directory (vocab.json + merges.txt, or tokenizer.json) the token
+  // files were written with; the run records it so that `trainctl sample` decodes with it.
+  std::optional<std::string> tokenizer;
 };
 
 // [train] early_stop: training ends once the metric has not improved by more than min_delta for
@@ -82,6 +85,10 @@ struct TrainSpec {
   // Blocks keep only their inputs and recompute the rest in backward (gradients unchanged).
   bool recompute = false;
   std::optional<EarlyStopSpec> early_stop;  // needs data.val and eval_every
+  // Weights to start from at step 0 (a model.safetensors with GPT2LMHeadModel's names, or a
+  // trainctl checkpoint), with a fresh optimizer. A run that has checkpoints of its own resumes
+  // from them instead.
+  std::optional<std::string> init_from;
 };
 
 struct CheckpointSpec {
@@ -104,12 +111,12 @@ struct RunSpec {
   MetricsSpec metrics;
 };
 
-// Reads the four tables of `root`; throws ConfigError. Relative data paths are kept as written
-// (resolve_data_paths makes them absolute for a run directory).
+// Reads the four tables of `root`; throws ConfigError. Relative paths of input files are kept as
+// written (resolve_data_paths makes them absolute for a run directory).
 RunSpec parse_run_spec(const toml::table& root, const std::string& file);
 
-// Rewrites data.train / data.val in `root` relative to `base_dir`, so a resolved config can be
-// used from any working directory.
+// Rewrites the input paths in `root` (data.train, data.val, data.tokenizer, train.init_from)
+// relative to `base_dir`, so a resolved config can be used from any working directory.
 void resolve_data_paths(toml::table& root, const std::string& base_dir);
 
 }  // namespace trainctl

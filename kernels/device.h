@@ -167,9 +167,12 @@ struct AttentionOps {
 
 struct LossOps {
   // loss_sum = sum over rows of -log softmax(logits)[label]; correct = rows whose argmax is the
-  // label. grad_logits (null for evaluation) = (softmax - onehot(label)) * grad_scale.
+  // label. grad_logits (null for evaluation) = (softmax - onehot(label)) * grad_scale. A row is
+  // row_stride logits of which the first `classes` count: the rest pad a vocabulary for the GEMMs
+  // (GPT-2's 50257 to 50304), take no probability, and get a gradient of exactly 0.
   void (*softmax_cross_entropy)(Stream stream, const float* logits, const int32_t* labels, float* grad_logits,
-                                int64_t rows, int64_t classes, float grad_scale, double* loss_sum, int64_t* correct);
+                                int64_t rows, int64_t classes, int64_t row_stride, float grad_scale, double* loss_sum,
+                                int64_t* correct);
 };
 
 struct OptimizerOps {

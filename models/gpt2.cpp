@@ -25,6 +25,10 @@ constexpr const char* kBlockTensorNames[] = {
 // Layout indices: wte and wpe, then the blocks, then ln_f.
 constexpr size_t kWte = 0, kWpe = 1, kFirstBlock = 2;
 
+// llm.c's padding of the vocabulary: GEMMs over 50304 rows run at full tile width where 50257
+// would leave a ragged last tile.
+constexpr int64_t kVocabRowMultiple = 128;
+
 // GPT2LMHeadModel's tensors in state_dict order (Conv1D weights [in, out]), without lm_head.
 std::vector<ParameterSlice> gpt2_tensors(const Gpt2Spec& spec) {
   const int64_t channels = spec.n_embd;
@@ -38,6 +42,7 @@ std::vector<ParameterSlice> gpt2_tensors(const Gpt2Spec& spec) {
     tensors.push_back({std::move(name), std::move(shape), 0, 0, decay});
   };
   add("transformer.wte.weight", {spec.vocab_size, channels});
+  tensors.back().padding = (gpt2_padded_vocab(spec) - spec.vocab_size) * channels;
   add("transformer.wpe.weight", {spec.block_size, channels});
   for (int64_t block = 0; block < spec.n_layer; ++block)
     for (size_t tensor = 0; tensor < std::size(block_shapes); ++tensor)
@@ -64,6 +69,10 @@ int64_t block_activation_floats(const Gpt2Spec& spec, int64_t rows) {
 
 }  // namespace
 
+int64_t gpt2_padded_vocab(const Gpt2Spec& spec) {
+  return (spec.vocab_size + kVocabRowMultiple - 1) / kVocabRowMultiple * kVocabRowMultiple;
+}
+
 Gpt2::Gpt2(const Gpt2Spec& spec, const Device& device, const ModelOptions& options)
     : LanguageModel(device, options.stream),
       spec_(spec),
@@ -72,7 +81,7 @@ Gpt2::Gpt2(const Gpt2Spec& spec, const Device& device, const ModelOptions& optio
       embedding_(device.embedding.value()),
       attention_(device.attention.value()),
       gemm_(options.precision == Precision::kBf16 ? device.blas.gemm_bf16 : device.blas.gemm) {
-  const int64_t vocab = spec.vocab_size, context = spec.block_size, channels = spec.n_embd;
+  const int64_t vocab = gpt2_padded_vocab(spec), context = spec.block_size, channels = spec.n_embd;
   set_layout(gpt2_tensors(spec));
 
   const int64_t rows = options.max_examples * context;
@@ -243,11 +252,13 @@ void Gpt2::block_backward(int64_t block, Shape shape) {
 }
 
 BatchResult Gpt2::lm_head_and_loss(Shape shape, float* grad_logits, float grad_scale) {
+  // Over the padded vocabulary: its zero rows give logits the loss skips.
   const float* wte = parameters() + parameter_layout()[kWte].offset;
-  matmul(false, true, shape.rows(), spec_.vocab_size, spec_.n_embd, ln_f_.get(), wte, false, logits_.get());
+  const int64_t padded_vocab = gpt2_padded_vocab(spec_);
+  matmul(false, true, shape.rows(), padded_vocab, spec_.n_embd, ln_f_.get(), wte, false, logits_.get());
   BatchResult result;
   device_.loss.softmax_cross_entropy(stream_, logits_.get(), targets_.get(), grad_logits, shape.rows(),
-                                     spec_.vocab_size, grad_scale, &result.loss_sum, &result.correct);
+                                     spec_.vocab_size, padded_vocab, grad_scale, &result.loss_sum, &result.correct);
   return result;
 }
 
@@ -257,12 +268,13 @@ BatchResult Gpt2::forward_backward(const Batch& batch, float grad_scale, const L
   const BatchResult result = lm_head_and_loss(shape, grad_logits_.get(), grad_scale);
 
   const std::vector<ParameterSlice>& layout = parameter_layout();
-  const int64_t rows = shape.rows(), channels = spec_.n_embd, vocab = spec_.vocab_size;
+  const int64_t rows = shape.rows(), channels = spec_.n_embd, vocab = gpt2_padded_vocab(spec_);
   auto report = [&layer_done](int64_t offset, int64_t count) {
     if (layer_done) layer_done(offset, count);
   };
   // The tied head: logits = ln_f wte^T, so wte's gradient gets ln_f^T-weighted logit gradients
-  // here and the embedding's below.
+  // here and the embedding's below. Over the padded rows too, whose logit gradients are 0: their
+  // gradient stays exactly 0.
   const ParameterSlice& wte = layout[kWte];
   matmul(true, false, vocab, channels, rows, grad_logits_.get(), ln_f_.get(), true, gradients() + wte.offset);
   matmul(false, false, rows, channels, vocab, grad_logits_.get(), parameters() + wte.offset, false,
@@ -287,7 +299,7 @@ BatchResult Gpt2::forward_backward(const Batch& batch, float grad_scale, const L
   const ParameterSlice& wpe = layout[kWpe];
   embedding_.embedding_backward(stream_, gradients() + wte.offset, gradients() + wpe.offset, grad_residual_.get(),
                                 tokens_.get(), shape.batch, shape.seq, channels);
-  report(wte.offset, wte.count + wpe.count);
+  report(wte.offset, wpe.offset + wpe.count - wte.offset);
   return result;
 }
 
@@ -305,7 +317,7 @@ void Gpt2::next_token_logits(const int32_t* tokens, int64_t length, float* logit
   // Only the last position's logits are wanted: a [1, C] x [C, V] product.
   const float* wte = parameters() + parameter_layout()[kWte].offset;
   const float* last = ln_f_.get() + (length - 1) * spec_.n_embd;
-  matmul(false, true, 1, spec_.vocab_size, spec_.n_embd, last, wte, false, logits_.get());
+  matmul(false, true, 1, gpt2_padded_vocab(spec_), spec_.n_embd, last, wte, false, logits_.get());
   device_.memory.download(stream_, logits, logits_.get(), static_cast<size_t>(spec_.vocab_size) * sizeof(float));
 }
 
@@ -315,7 +327,7 @@ std::unique_ptr<Model> make_gpt2(const ModelSpec& spec, const Device& device, co
 
 ModelFootprint gpt2_footprint(const ModelSpec& model, const ModelOptions& options) {
   const auto& spec = std::get<Gpt2Spec>(model.config);
-  const int64_t rows = options.max_examples * spec.block_size, channels = spec.n_embd, vocab = spec.vocab_size;
+  const int64_t rows = options.max_examples * spec.block_size, channels = spec.n_embd, vocab = gpt2_padded_vocab(spec);
   constexpr auto kFloat = static_cast<int64_t>(sizeof(float)), kInt = static_cast<int64_t>(sizeof(int32_t));
   ModelFootprint footprint = parameter_footprint(gpt2_tensors(spec));
   // The constructor's buffers: each block's input and ln_f's (residuals_); the blocks'

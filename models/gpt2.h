@@ -19,6 +19,11 @@
 
 namespace trainctl {
 
+// The rows of the embedding and the LM head in the flat buffers: vocab_size rounded up to a
+// multiple of 128, as llm.c pads GPT-2's 50257 to 50304. Checkpoints hold only the vocab_size
+// rows; the loss masks the others out of the softmax.
+int64_t gpt2_padded_vocab(const Gpt2Spec& spec);
+
 class Gpt2 : public LanguageModel {
  public:
   Gpt2(const Gpt2Spec& spec, const Device& device, const ModelOptions& options);

@@ -110,7 +110,7 @@ BatchResult Mlp::forward_backward(const Batch& batch, float grad_scale, const La
   float* grad_output = grad_a_.get();
   float* grad_input = grad_b_.get();
   device_.loss.softmax_cross_entropy(stream_, activations_.back().get(), labels_.get(), grad_output, rows,
-                                     layers_.back().out, grad_scale, &result.loss_sum, &result.correct);
+                                     layers_.back().out, layers_.back().out, grad_scale, &result.loss_sum, &result.correct);
   for (size_t i = layers_.size(); i-- > 0;) {
     const Layer& layer = layers_[i];
     // grad_output holds dL/d(activation); turn it into dL/dz in place (dL/dz = dL/da * act'(z)).
@@ -137,7 +137,7 @@ BatchResult Mlp::evaluate(const Batch& batch) {
   forward(rows);
   BatchResult result;
   device_.loss.softmax_cross_entropy(stream_, activations_.back().get(), labels_.get(), nullptr, rows,
-                                     layers_.back().out, 0.0f, &result.loss_sum, &result.correct);
+                                     layers_.back().out, layers_.back().out, 0.0f, &result.loss_sum, &result.correct);
   return result;
 }
 

@@ -9,7 +9,7 @@ void Model::set_layout(std::vector<ParameterSlice> slices) {
     slice.count = 1;
     for (int64_t extent : slice.shape) slice.count *= extent;
     slice.offset = offset;
-    offset += slice.count;
+    offset += slice.count + slice.padding;
   }
   layout_ = std::move(slices);
   parameters_ = DeviceBuffer<float>(device_, offset);

@@ -22,6 +22,10 @@ struct ParameterSlice {
   int64_t offset = 0;
   int64_t count = 0;
   bool decay = true;  // takes weight decay (AdamW's first parameter group)
+  // Elements after the tensor in the flat buffers that belong to no named tensor, so checkpoints
+  // never hold them: GPT-2's vocabulary rows padded for the GEMMs. They stay zero (no gradient
+  // reaches them, and the optimizer steps only the named tensors).
+  int64_t padding = 0;
 };
 
 // The elements of a tensor of `shape`.

@@ -121,7 +121,7 @@ void require_op_families(const ModelSpec& spec, const Device& device) {
 ModelFootprint parameter_footprint(const std::vector<ParameterSlice>& tensors) {
   ModelFootprint footprint;
   for (const ParameterSlice& tensor : tensors) {
-    footprint.parameters += element_count(tensor.shape);
+    footprint.parameters += element_count(tensor.shape) + tensor.padding;
     footprint.largest_tensor = std::max(footprint.largest_tensor, element_count(tensor.shape));
   }
   return footprint;

@@ -14,6 +14,7 @@
 
 #include "atomic_file.h"
 #include "bad_input.h"
+#include "model_weights.h"
 #include "test_hooks.h"
 
 namespace trainctl {
@@ -35,6 +36,14 @@ std::string cpu_model() {
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+// Hugging Face's conventions for saved models: a head model's base-model tensors may be stored
+// without the base model's prefix (the Hub's GPT-2 files are), and some stored tensors are no
+// parameters: GPT-2's causal-mask buffers, and the LM head that is tied to wte.
+constexpr std::string_view kBaseModelPrefix = "transformer.";
+bool is_stored_but_no_parameter(const std::string& name) {
+  return name == "lm_head.weight" || name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
+}
 
 }  // namespace
 
@@ -220,6 +229,40 @@ std::optional<ResumedCheckpoint> CheckpointManager::resume() {
   resumed.loss = loss;
   resumed.best = best;
   return resumed;
+}
+
+void CheckpointManager::initialize_from(const std::string& path) {
+  std::vector<float> flat(static_cast<size_t>(model_.parameter_count()));
+  if (comm_.rank() == 0) {
+    std::vector<Tensor> tensors;
+    try {
+      tensors = read_model_weights(path);
+    } catch (const std::runtime_error& error) {
+      throw BadInput(fmt::format("train.init_from: {}", error.what()));
+    }
+    std::vector<bool> used(tensors.size(), false);
+    for (const ParameterSlice& slice : model_.parameter_layout()) {
+      const std::string base_name =
+          slice.name.starts_with(kBaseModelPrefix) ? slice.name.substr(kBaseModelPrefix.size()) : slice.name;
+      const auto found = std::find_if(tensors.begin(), tensors.end(), [&](const Tensor& tensor) {
+        return tensor.name == slice.name || tensor.name == base_name;
+      });
+      if (found == tensors.end())
+        throw BadInput(fmt::format("train.init_from: {} has no tensor {}, which the config's model needs", path,
+                                   slice.name));
+      if (found->shape != slice.shape)
+        throw BadInput(fmt::format("train.init_from: {} holds {} {} but the config's model needs {}", path,
+                                   found->name, shape_text(found->shape), shape_text(slice.shape)));
+      std::copy(found->values.begin(), found->values.end(), flat.begin() + slice.offset);
+      used[static_cast<size_t>(found - tensors.begin())] = true;
+    }
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (!used[i] && !is_stored_but_no_parameter(tensors[i].name))
+        throw BadInput(fmt::format("train.init_from: {} holds {} {}, which the config's model has no place for", path,
+                                   tensors[i].name, shape_text(tensors[i].shape)));
+  }
+  comm_.broadcast(flat.data(), flat.size() * sizeof(float));
+  model_.device().memory.upload(Stream{}, model_.parameters(), flat.data(), flat.size() * sizeof(float));
 }
 
 }  // namespace trainctl

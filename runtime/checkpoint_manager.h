@@ -7,7 +7,9 @@
 //     linked into checkpoints/best/, which pruning never touches;
 //   - resume: rank 0 picks the newest checkpoint that verifies (falling back past corrupt ones),
 //     checks that it fits this run (model kind, tensor names and shapes, optimizer, global
-//     batch), and broadcasts it; every rank loads it.
+//     batch), and broadcasts it; every rank loads it;
+//   - initial weights (train.init_from): rank 0 reads the model's tensors from a safetensors
+//     file or a checkpoint, checks each name and shape, and broadcasts them.
 // The file format itself is storage/checkpoint_file.h.
 #pragma once
 
@@ -60,6 +62,12 @@ class CheckpointManager {
   // Collective. Loads the newest valid checkpoint into the model and optimizer; nothing when
   // there is none. Throws BadInput when it does not fit the run.
   std::optional<ResumedCheckpoint> resume();
+  // Collective. Loads the weights in `path` (storage/model_weights.h) into the model, leaving the
+  // optimizer fresh. Names are the model's, or Hugging Face's without the base model's
+  // "transformer." prefix (as the Hub's GPT-2 files have them); the causal-mask buffers and the
+  // tied lm_head.weight are skipped. Throws BadInput naming the first tensor that is missing,
+  // shaped differently, or has no place in the model.
+  void initialize_from(const std::string& path);
   // Collective. `new_best`: this save's validation loss is the best so far; with keep_best, it
   // becomes the one in checkpoints/best/.
   SavedCheckpoint save(const TrainingPosition& position, bool new_best);

@@ -188,7 +188,8 @@ class Run {
             dynamic_cast<LanguageModel*>(model_.get()) != nullptr, prometheus};
   }
 
-  // The step training starts at: a resumed checkpoint's, or 0 with fresh weights.
+  // The step training starts at: a resumed checkpoint's, or 0 with fresh weights (init_from's,
+  // when given, over the seed's).
   int64_t start() {
     if (comm_.rank() == 0) test_pause_point(layout_.path(), "startup", 0);
     if (std::optional<ResumedCheckpoint> resumed = checkpoints_.resume()) {
@@ -198,7 +199,12 @@ class Run {
       heartbeat_.beat(resumed->step);
       return resumed->step;
     }
-    model_->init_parameters(spec_.train.seed);
+    if (spec_.train.init_from) {
+      checkpoints_.initialize_from(*spec_.train.init_from);
+      metrics_.log_event(0, "init_from", *spec_.train.init_from);
+    } else {
+      model_->init_parameters(spec_.train.seed);
+    }
     const int64_t terms = model_->loss_terms_per_example();
     metrics_.log_event(0, "start",
                        terms > 1 ? fmt::format("{} ranks, global batch {} ({} {})", comm_.world_size(), global_batch_,

@@ -550,36 +550,41 @@ void test_add(const Gpu& gpu, Checker& checker) {
 
 struct LossCase {
   int64_t rows, classes;
-  bool integer_logits;  // many ties for the argmax, which goes to the first
-  size_t offset = 0;    // of logits and the gradient from their allocations, in floats
+  bool integer_logits;     // many ties for the argmax, which goes to the first
+  size_t offset = 0;       // of logits and the gradient from their allocations, in floats
+  int64_t row_stride = 0;  // a padded vocabulary's; 0: classes
+  int64_t stride() const { return row_stride != 0 ? row_stride : classes; }
 };
-// Classes a multiple of 4 (12, 1000, 8) at offset 0: every row starts 16-byte aligned, so the
-// kernel reads float4s; at offset 1, and the other class counts, one float at a time. Over 8192
-// rows (9000) a warp takes more than one row.
-constexpr LossCase kLossCases[] = {{1, 1, false},     {3, 5, false},      {129, 10, false}, {129, 10, true},
-                                   {129, 12, true},   {257, 1000, false}, {257, 1000, false, 1},
-                                   {4099, 37, false}, {9000, 3, false},   {9000, 8, false}};
-// GPT-2 124M's: 8 sequences of 1024 tokens over its vocabulary of 50257.
-constexpr LossCase kGpt2LossCases[] = {{8192, 50257, false}};
+// Strides a multiple of 4 (12, 1000, 8, 40) at offset 0: every row starts 16-byte aligned, so the
+// kernel reads float4s; at offset 1, and the other strides, one float at a time. Over 8192 rows
+// (9000) a warp takes more than one row. Padded rows (37 of 40, 10 of 13) must be skipped by the
+// float4 reads and by the single ones.
+constexpr LossCase kLossCases[] = {{1, 1, false},        {3, 5, false},           {129, 10, false},
+                                   {129, 10, true},      {129, 12, true},         {257, 1000, false},
+                                   {257, 1000, false, 1}, {4099, 37, false},      {9000, 3, false},
+                                   {9000, 8, false},     {257, 37, false, 0, 40}, {129, 10, true, 0, 13}};
+// GPT-2 124M's: 8 sequences of 1024 tokens over its vocabulary of 50257, padded to 50304.
+constexpr LossCase kGpt2LossCases[] = {{8192, 50257, false, 0, 50304}};
 
 void test_softmax_cross_entropy(const Gpu& gpu, Checker& checker, std::span<const LossCase> cases, uint64_t seed) {
   for (const LossCase& shape : cases)
     for (bool with_gradient : {true, false}) {
-      const auto n = static_cast<size_t>(shape.rows * shape.classes);
+      const auto n = static_cast<size_t>(shape.rows * shape.stride());
       std::vector<float> logits = random_floats(n, -8.0f, 8.0f, ++seed);
       if (shape.integer_logits)
         for (float& logit : logits) logit = std::round(logit / 4.0f);
       const std::vector<int32_t> labels = random_labels(static_cast<size_t>(shape.rows), shape.classes, ++seed);
       const float grad_scale = 1.0f / static_cast<float>(shape.rows);
-      std::vector<float> ref_grad(n);
+      // The padding's gradient must be written as 0: it starts as something else.
+      std::vector<float> ref_grad(n, 1.0f);
       double ref_loss = 0.0;
       int64_t ref_correct = 0;
       cpu().loss.softmax_cross_entropy(kCpuStream, logits.data(), labels.data(),
-                                       with_gradient ? ref_grad.data() : nullptr, shape.rows, shape.classes, grad_scale,
-                                       &ref_loss, &ref_correct);
+                                       with_gradient ? ref_grad.data() : nullptr, shape.rows, shape.classes,
+                                       shape.stride(), grad_scale, &ref_loss, &ref_correct);
 
       DeviceCopy<float> device_logits(gpu, logits, shape.offset),
-          grad(gpu, std::vector<float>(n, 0.0f), shape.offset);
+          grad(gpu, std::vector<float>(n, 1.0f), shape.offset);
       DeviceCopy<int32_t> device_labels(gpu, labels);
       struct Result {
         double loss;
@@ -590,12 +595,13 @@ void test_softmax_cross_entropy(const Gpu& gpu, Checker& checker, std::span<cons
         Result result{0.0, 0, {}};
         gpu.device.loss.softmax_cross_entropy(gpu.stream, device_logits.get(), device_labels.get(),
                                               with_gradient ? grad.get() : nullptr, shape.rows, shape.classes,
-                                              grad_scale, &result.loss, &result.correct);
+                                              shape.stride(), grad_scale, &result.loss, &result.correct);
         result.grad = grad.read();
         return result;
       };
       const Result first = first_run(run), second = second_run(run);
       const std::string name = "softmax_cross_entropy " + shape_name(shape.rows, shape.classes) +
+                               (shape.row_stride != 0 ? fmt::format(" padded to {}", shape.row_stride) : "") +
                                (shape.integer_logits ? " tied logits" : "") +
                                (shape.offset != 0 ? " (unaligned)" : "") + (with_gradient ? "" : " no gradient");
       checker.compare(name + " loss_sum", first.loss, ref_loss, kDoubleSum);
@@ -604,7 +610,7 @@ void test_softmax_cross_entropy(const Gpu& gpu, Checker& checker, std::span<cons
         checker.compare(name + " grad_logits", first.grad, ref_grad, kSoftmaxGrad);
       } else {
         // Null grad_logits: nothing written.
-        checker.compare(name + " grad_logits untouched", first.grad, std::vector<float>(n, 0.0f), kExact);
+        checker.compare(name + " grad_logits untouched", first.grad, std::vector<float>(n, 1.0f), kExact);
       }
       checker.check_deterministic(name + " loss_sum", std::vector<double>{first.loss},
                                   std::vector<double>{second.loss});

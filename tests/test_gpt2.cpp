@@ -29,6 +29,8 @@ namespace {
 const trainctl::Device& cpu() { return trainctl::cpu_device(); }
 
 constexpr int64_t kLayers = 2, kHeads = 2, kChannels = 8, kContext = 5, kVocab = 11, kExamples = 2;
+// The rows of wte in the flat buffers: kVocab rounded up to a multiple of 128.
+constexpr int64_t kPaddedVocab = 128;
 
 trainctl::Gpt2Spec tiny_spec() {
   trainctl::Gpt2Spec spec;
@@ -169,7 +171,8 @@ TEST_CASE("gpt2: the layout is GPT2LMHeadModel's state_dict without lm_head, dec
     CHECK(layout[i].name == expected_names[i]);
     CHECK(layout[i].offset == offset);
     CHECK(layout[i].decay == (layout[i].shape.size() == 2));
-    offset += layout[i].count;
+    CHECK(layout[i].padding == (i == 0 ? (kPaddedVocab - kVocab) * kChannels : 0));
+    offset += layout[i].count + layout[i].padding;
   }
   CHECK(offset == model.parameter_count());
   const int64_t c = kChannels;
@@ -182,8 +185,8 @@ TEST_CASE("gpt2: the layout is GPT2LMHeadModel's state_dict without lm_head, dec
   CHECK(slice_named(model, "transformer.h.1.mlp.c_fc.bias").shape == std::vector<int64_t>{4 * c});
   CHECK(slice_named(model, "transformer.h.1.mlp.c_proj.weight").shape == std::vector<int64_t>{4 * c, c});
   CHECK(slice_named(model, "transformer.ln_f.bias").shape == std::vector<int64_t>{c});
-  // 12 C^2 + 13 C per block, (V + T) C for the embeddings, 2 C for ln_f.
-  CHECK(model.parameter_count() == kLayers * (12 * c * c + 13 * c) + (kVocab + kContext) * c + 2 * c);
+  // 12 C^2 + 13 C per block, (V + T) C for the embeddings (V padded), 2 C for ln_f.
+  CHECK(model.parameter_count() == kLayers * (12 * c * c + 13 * c) + (kPaddedVocab + kContext) * c + 2 * c);
 
   CHECK(model.vocab_size() == kVocab);
   CHECK(model.context_size() == kContext);
@@ -263,6 +266,8 @@ TEST_CASE("gpt2: bf16 GEMMs give a loss near fp32's but not equal to it") {
   CHECK(std::abs(bf16_loss - fp32_loss) <= 1e-2 * fp32_loss);
 }
 
+// The padded vocabulary takes no probability: next_token_logits gives the kVocab logits alone, and
+// a softmax over them, per prefix, is the unpadded computation of evaluate's loss.
 TEST_CASE("gpt2: next_token_logits of each prefix gives evaluate's token losses and argmax hits") {
   Gpt2 model = tiny_model();
   upload(model, lively_parameters(model));
@@ -285,9 +290,26 @@ TEST_CASE("gpt2: next_token_logits of each prefix gives evaluate's token losses 
     correct += std::max_element(logits.begin(), logits.end()) - logits.begin() == target;
   }
   const trainctl::BatchResult evaluated = model.evaluate(batch);
-  MESSAGE(fmt::format("loss sum from next_token_logits {:.9g}, from evaluate {:.9g}", loss_sum, evaluated.loss_sum));
-  CHECK(std::abs(loss_sum - evaluated.loss_sum) <= 1e-5 * evaluated.loss_sum);
+  MESSAGE(fmt::format("loss sum from next_token_logits {:.9g}, from evaluate {:.9g} (relative difference {:.3g}, "
+                      "tolerance 1e-6)", loss_sum, evaluated.loss_sum,
+                      std::abs(loss_sum - evaluated.loss_sum) / evaluated.loss_sum));
+  CHECK(std::abs(loss_sum - evaluated.loss_sum) <= 1e-6 * evaluated.loss_sum);
   CHECK(correct == evaluated.correct);
+}
+
+TEST_CASE("gpt2: the padded vocabulary rows get a gradient of exactly zero") {
+  Gpt2 model = tiny_model();
+  upload(model, lively_parameters(model));
+  const ParameterSlice& wte = slice_named(model, "transformer.wte.weight");
+  const int64_t first_padded = wte.offset + wte.count;
+  REQUIRE(wte.padding == (kPaddedVocab - kVocab) * kChannels);
+  // Over two accumulated micro-batches.
+  model.forward_backward(token_batch(kExamples, 9), 0.1f);
+  model.forward_backward(token_batch(kExamples, 10), 0.1f);
+  const std::vector<float> gradients = download(model.gradients(), model.parameter_count());
+  CHECK(std::all_of(gradients.begin() + first_padded, gradients.begin() + first_padded + wte.padding,
+                    [](float g) { return g == 0.0f; }));
+  CHECK(std::any_of(gradients.begin() + wte.offset, gradients.begin() + first_padded, [](float g) { return g != 0.0f; }));
 }
 
 TEST_CASE("gpt2: init is deterministic and GPT-2's (std 0.02, c_proj scaled, biases 0, LayerNorm 1)") {

@@ -363,7 +363,7 @@ TEST_CASE("softmax cross-entropy on a hand-computed 2x3 example") {
   std::vector<float> grad(6, -7.0f);
   double loss_sum = 0.0;
   int64_t correct = -1;
-  cpu().loss.softmax_cross_entropy(trainctl::Stream{}, logits.data(), labels.data(), grad.data(), 2, 3, 0.5f, &loss_sum, &correct);
+  cpu().loss.softmax_cross_entropy(trainctl::Stream{}, logits.data(), labels.data(), grad.data(), 2, 3, 3, 0.5f, &loss_sum, &correct);
   CHECK(loss_sum == doctest::Approx(0.4076059644443806 + 2.1698460195562856).epsilon(1e-7));
   CHECK(correct == 1);
   // (softmax - onehot(label)) * 0.5
@@ -377,7 +377,7 @@ TEST_CASE("softmax cross-entropy on a hand-computed 2x3 example") {
   // Evaluation passes no gradient buffer and gets the same loss.
   double eval_loss = 0.0;
   int64_t eval_correct = -1;
-  cpu().loss.softmax_cross_entropy(trainctl::Stream{}, logits.data(), labels.data(), nullptr, 2, 3, 0.0f, &eval_loss, &eval_correct);
+  cpu().loss.softmax_cross_entropy(trainctl::Stream{}, logits.data(), labels.data(), nullptr, 2, 3, 3, 0.0f, &eval_loss, &eval_correct);
   CHECK(eval_loss == loss_sum);
   CHECK(eval_correct == 1);
 }

@@ -1,12 +1,15 @@
 // Tests for the safetensors writer (storage/safetensors.cpp), read back byte by byte: the
 // little-endian header length, a JSON header with each tensor's dtype, shape and data offsets
 // and "__metadata__", space padding to a multiple of 8, and the tensors' float32 bytes at
-// their offsets, in the order given.
+// their offsets, in the order given. And for the reader: the writer's files round trip bitwise,
+// BF16 and F16 widen exactly, and malformed files are refused with their problem.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -24,6 +27,19 @@ namespace {
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::string temporary_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("trainctl-test-" + name + "-" + std::to_string(getpid()))).string();
+}
+
+// A safetensors file of `header` (JSON text) and `data`, as another writer may lay it out.
+std::string write_raw(const std::string& name, const std::string& header, const std::string& data) {
+  const std::string path = temporary_path(name);
+  std::string bytes(8, '\0');
+  for (size_t i = 0; i < 8; ++i) bytes[i] = static_cast<char>(header.size() >> (8 * i) & 0xFF);
+  std::ofstream(path, std::ios::binary) << bytes << header << data;
+  return path;
 }
 
 }  // namespace
@@ -81,4 +97,57 @@ TEST_CASE("safetensors: a name given twice is refused") {
   CHECK_THROWS_WITH_AS(trainctl::write_safetensors(path, {{"a", {1}, {1.0f}}, {"a", {1}, {2.0f}}}),
                        (path + ": tensor a is given twice").c_str(), std::invalid_argument);
   CHECK_FALSE(std::filesystem::exists(path));
+}
+
+TEST_CASE("safetensors: what the writer writes reads back bitwise, in data order") {
+  const std::string path = temporary_path("round-trip");
+  const std::vector<Tensor> tensors = {{"z.first", {2, 2}, {0.5f, -1.0f, 1e-40f, -0.0f}}, {"a.second", {1}, {3.0f}}};
+  trainctl::write_safetensors(path, tensors);
+  const std::vector<Tensor> read = trainctl::read_safetensors(path);
+  std::filesystem::remove(path);
+  REQUIRE(read.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(read[i].name == tensors[i].name);
+    CHECK(read[i].shape == tensors[i].shape);
+    CHECK(std::memcmp(read[i].values.data(), tensors[i].values.data(), tensors[i].values.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("safetensors: BF16 and F16 widen to float exactly") {
+  // BF16 0x3FC0 = 1.5, 0xC020 = -2.5; F16 0x3C00 = 1, 0xC500 = -5, 0x0001 = 2^-24 (subnormal).
+  const std::string data("\xC0\x3F\x20\xC0\x00\x3C\x00\xC5\x01\x00", 10);
+  const std::string path = write_raw(
+      "halves", R"({"b":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},"h":{"dtype":"F16","shape":[3],"data_offsets":[4,10]}})",
+      data);
+  const std::vector<Tensor> read = trainctl::read_safetensors(path);
+  std::filesystem::remove(path);
+  REQUIRE(read.size() == 2);
+  CHECK(read[0].values == std::vector<float>{1.5f, -2.5f});
+  CHECK(read[1].values == std::vector<float>{1.0f, -5.0f, std::ldexp(1.0f, -24)});
+}
+
+TEST_CASE("safetensors: malformed files are refused, naming the file and the problem") {
+  const auto refused = [](const std::string& path) {
+    std::string message;
+    try {
+      trainctl::read_safetensors(path);
+    } catch (const trainctl::SafetensorsError& error) {
+      message = error.what();
+    }
+    std::filesystem::remove(path);
+    return message;
+  };
+  const std::string entry = R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::string path = write_raw("short-data", entry, std::string(4, '\0'));
+  CHECK(refused(path) == path + ": tensor t ends at byte 8 of the data, which has 4 (truncated)");
+  path = write_raw("long-header", entry, "");
+  std::filesystem::resize_file(path, 20);
+  CHECK(refused(path) == path + ": its header length 54 does not fit its 20 bytes (truncated, or not a safetensors file)");
+  path = write_raw("not-json", "{nope", "");
+  CHECK(refused(path) == path + ": its header is not a JSON object");
+  path = write_raw("i64", R"({"t":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", std::string(8, '\0'));
+  CHECK(refused(path) == path + ": tensor t: dtype I64 is not one of F32, BF16, F16");
+  path = write_raw("mismatch", R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0'));
+  CHECK(refused(path) == path + ": tensor t: data_offsets [0, 8] do not hold 3 values of F32");
+  CHECK(refused(temporary_path("absent")) == "cannot read " + temporary_path("absent") + ": No such file or directory");
 }

@@ -9,9 +9,11 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <numbers>
 #include <random>
 #include <string>
@@ -348,8 +350,8 @@ TEST_CASE("cross-entropy over a vocabulary of 256, one row per token") {
   auto loss_of = [&](float* grad_logits, int64_t* correct) {
     double loss_sum = 0.0;
     int64_t hits = 0;
-    cpu().loss.softmax_cross_entropy(kStream, logits.data(), labels.data(), grad_logits, kRows, vocab, grad_scale,
-                                     &loss_sum, correct != nullptr ? correct : &hits);
+    cpu().loss.softmax_cross_entropy(kStream, logits.data(), labels.data(), grad_logits, kRows, vocab, vocab,
+                                     grad_scale, &loss_sum, correct != nullptr ? correct : &hits);
     return loss_sum;
   };
   std::vector<double> expected_loss(1, 0.0);
@@ -375,4 +377,30 @@ TEST_CASE("cross-entropy over a vocabulary of 256, one row per token") {
   CHECK(loss_of(nullptr, nullptr) == loss_sum);
   check_gradient("cross-entropy logits", logits, grad_logits, [&] { return grad_scale * loss_of(nullptr, nullptr); },
                  kFiniteDifferences);
+}
+
+TEST_CASE("cross-entropy over a padded vocabulary: the padding takes no probability and no gradient") {
+  // GPT-2's vocabulary is padded from 50257 to 50304 for the GEMMs; 61 padded to 64 here.
+  const int64_t vocab = 61, padded = 64;
+  const std::vector<float> logits = random_values(kRows * vocab, 52, 3.0f);
+  const std::vector<int32_t> labels = random_tokens(kRows, 53, static_cast<int32_t>(vocab));
+  // The padded rows hold what no logit may become: were they read, the loss would show it.
+  std::vector<float> padded_logits(static_cast<size_t>(kRows * padded), std::numeric_limits<float>::quiet_NaN());
+  for (int64_t r = 0; r < kRows; ++r)
+    std::copy_n(logits.begin() + r * vocab, vocab, padded_logits.begin() + r * padded);
+  const float grad_scale = 1.0f / kRows;
+  double loss = 0.0, padded_loss = 0.0;
+  int64_t correct = 0, padded_correct = 0;
+  std::vector<float> grad(logits.size()), padded_grad(padded_logits.size(), 1.0f);
+  cpu().loss.softmax_cross_entropy(kStream, logits.data(), labels.data(), grad.data(), kRows, vocab, vocab, grad_scale,
+                                   &loss, &correct);
+  cpu().loss.softmax_cross_entropy(kStream, padded_logits.data(), labels.data(), padded_grad.data(), kRows, vocab,
+                                   padded, grad_scale, &padded_loss, &padded_correct);
+  CHECK(padded_loss == loss);
+  CHECK(padded_correct == correct);
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t c = 0; c < padded; ++c) {
+      const float expected = c < vocab ? grad[static_cast<size_t>(r * vocab + c)] : 0.0f;
+      CHECK(padded_grad[static_cast<size_t>(r * padded + c)] == expected);
+    }
 }

@@ -1,5 +1,6 @@
 // The CPU's loss family: softmax cross-entropy over the classes of each row (an MLP's classes,
-// or GPT-2's vocabulary with one row per token), summed in double.
+// or GPT-2's vocabulary with one row per token), summed in double. Logits past `classes` in a
+// row pad the vocabulary and are never read; their gradient is 0.
 #include <algorithm>
 #include <cmath>
 
@@ -8,11 +9,11 @@
 namespace trainctl::cpu {
 
 void softmax_cross_entropy(Stream, const float* logits, const int32_t* labels, float* grad_logits, int64_t rows,
-                           int64_t classes, float grad_scale, double* loss_sum, int64_t* correct) {
+                           int64_t classes, int64_t row_stride, float grad_scale, double* loss_sum, int64_t* correct) {
   double loss = 0.0;
   int64_t hits = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = logits + r * classes;
+    const float* row = logits + r * row_stride;
     const int64_t argmax = std::max_element(row, row + classes) - row;
     const float max_logit = row[argmax];
     double denominator = 0.0;
@@ -21,11 +22,12 @@ void softmax_cross_entropy(Stream, const float* logits, const int32_t* labels, f
     loss += std::log(denominator) - static_cast<double>(row[label] - max_logit);
     hits += argmax == label ? 1 : 0;
     if (grad_logits == nullptr) continue;
-    float* grad_row = grad_logits + r * classes;
+    float* grad_row = grad_logits + r * row_stride;
     for (int64_t c = 0; c < classes; ++c) {
       const double probability = std::exp(static_cast<double>(row[c] - max_logit)) / denominator;
       grad_row[c] = static_cast<float>(probability - (c == label ? 1.0 : 0.0)) * grad_scale;
     }
+    std::fill(grad_row + classes, grad_row + row_stride, 0.0f);
   }
   *loss_sum = loss;
   *correct = hits;

@@ -71,7 +71,8 @@ void attention_backward(Stream stream, float* grad_qkv, const float* grad_out, c
 
 // loss.cu
 void softmax_cross_entropy(Stream stream, const float* logits, const int32_t* labels, float* grad_logits,
-                           int64_t rows, int64_t classes, float grad_scale, double* loss_sum, int64_t* correct);
+                           int64_t rows, int64_t classes, int64_t row_stride, float grad_scale, double* loss_sum,
+                           int64_t* correct);
 
 // optimizer.cu
 void sgd_step(Stream stream, float* param, const float* grad, float* momentum_buffer, int64_t n, double lr,

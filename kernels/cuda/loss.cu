@@ -1,6 +1,7 @@
 // The CUDA loss family: softmax cross-entropy, forward and backward in one kernel. A warp per row
 // reads the row three times, each lane four consecutive logits at a time as a float4 where every
-// row starts 16-byte aligned (classes a multiple of 4 and aligned logits and gradient), else one:
+// row starts 16-byte aligned (row_stride a multiple of 4 and aligned logits and gradient), else
+// one; logits past `classes` (a padded vocabulary) are skipped and get a gradient of 0:
 // it finds the row's max (first index on ties, as std::max_element, whichever lane saw which),
 // sums exp(logit - max) in double, and writes (softmax - onehot) * grad_scale, with the CPU
 // reference's arithmetic element by element (only the double sum's order differs). The loss sum
@@ -35,19 +36,21 @@ __device__ void keep_max(float& value, long long& index, float other_value, long
 template <int kWidth>
 __global__ void softmax_cross_entropy_kernel(const float* __restrict__ logits, const int32_t* __restrict__ labels,
                                              float* __restrict__ grad_logits, int64_t rows, int64_t classes,
-                                             float grad_scale, LossTotals* __restrict__ block_totals,
+                                             int64_t row_stride, float grad_scale,
+                                             LossTotals* __restrict__ block_totals,
                                              unsigned int* counter, LossTotals* __restrict__ totals) {
   const int lane = lane_index();
-  const int64_t packs = classes / kWidth;
+  const int64_t packs = row_stride / kWidth;
   double warp_loss = 0.0;  // kept by lane 0
   long long warp_correct = 0;
   for (int64_t r = grid_warp_index(); r < rows; r += grid_warp_count()) {
-    const float* row = logits + r * classes;
+    const float* row = logits + r * row_stride;
     float max_logit = -INFINITY;
     long long argmax = LLONG_MAX;
     for (int64_t k = lane; k < packs; k += kWarpSize) {
       const Floats<kWidth> values = load_floats<kWidth>(row + k * kWidth);
-      for (int j = 0; j < kWidth; ++j) keep_max(max_logit, argmax, values.v[j], k * kWidth + j);
+      for (int j = 0; j < kWidth; ++j)
+        if (k * kWidth + j < classes) keep_max(max_logit, argmax, values.v[j], k * kWidth + j);
     }
     for (int offset = kWarpSize / 2; offset > 0; offset /= 2)
       keep_max(max_logit, argmax, __shfl_xor_sync(0xffffffffu, max_logit, offset),
@@ -55,7 +58,8 @@ __global__ void softmax_cross_entropy_kernel(const float* __restrict__ logits, c
     double denominator = 0.0;
     for (int64_t k = lane; k < packs; k += kWarpSize) {
       const Floats<kWidth> values = load_floats<kWidth>(row + k * kWidth);
-      for (int j = 0; j < kWidth; ++j) denominator += exp(static_cast<double>(values.v[j] - max_logit));
+      for (int j = 0; j < kWidth; ++j)
+        if (k * kWidth + j < classes) denominator += exp(static_cast<double>(values.v[j] - max_logit));
     }
     denominator = warp_sum(denominator);
     const int32_t label = labels[r];
@@ -64,14 +68,14 @@ __global__ void softmax_cross_entropy_kernel(const float* __restrict__ logits, c
       warp_correct += argmax == label ? 1 : 0;
     }
     if (grad_logits == nullptr) continue;
-    float* grad_row = grad_logits + r * classes;
+    float* grad_row = grad_logits + r * row_stride;
     for (int64_t k = lane; k < packs; k += kWarpSize) {
       const Floats<kWidth> values = load_floats<kWidth>(row + k * kWidth);
       Floats<kWidth> grad;
       for (int j = 0; j < kWidth; ++j) {
         const int64_t c = k * kWidth + j;
         const double probability = exp(static_cast<double>(values.v[j] - max_logit)) / denominator;
-        grad.v[j] = static_cast<float>(probability - (c == label ? 1.0 : 0.0)) * grad_scale;
+        grad.v[j] = c < classes ? static_cast<float>(probability - (c == label ? 1.0 : 0.0)) * grad_scale : 0.0f;
       }
       store_floats<kWidth>(grad_row + k * kWidth, grad);
     }
@@ -99,7 +103,8 @@ __global__ void softmax_cross_entropy_kernel(const float* __restrict__ logits, c
 }  // namespace
 
 void softmax_cross_entropy(Stream stream, const float* logits, const int32_t* labels, float* grad_logits,
-                           int64_t rows, int64_t classes, float grad_scale, double* loss_sum, int64_t* correct) {
+                           int64_t rows, int64_t classes, int64_t row_stride, float grad_scale, double* loss_sum,
+                           int64_t* correct) {
   LossTotals host_totals{0.0, 0};
   if (rows > 0) {
     const cudaStream_t cuda = cuda_stream(stream);
@@ -108,9 +113,9 @@ void softmax_cross_entropy(Stream stream, const float* logits, const int32_t* la
     auto* block_totals = scratch.reduction_partials.get<LossTotals>(blocks * sizeof(LossTotals), cuda);
     auto* counter = scratch.block_counters.get<unsigned int>(sizeof(unsigned int), cuda);
     auto* totals = scratch.reduction_results.get<LossTotals>(sizeof(LossTotals), cuda);
-    with_vector_width(classes, {logits, grad_logits}, [&](auto width) {
+    with_vector_width(row_stride, {logits, grad_logits}, [&](auto width) {
       launch(cuda, blocks, kBlockThreads, softmax_cross_entropy_kernel<width()>, logits, labels, grad_logits, rows,
-             classes, grad_scale, block_totals, counter, totals);
+             classes, row_stride, grad_scale, block_totals, counter, totals);
     });
     host_totals = host_value(cuda, totals);
   }

@@ -7,10 +7,16 @@ data file, batch, optimizer settings) it reads from the checkpoint's resolved co
   train START END           AdamW from START over the same unshuffled batches, against END, to 1e-4
   sample CKPT --prompt P --tokens N --trainctl-output FILE
                             trainctl's greedy continuation, token by token, against PyTorch's argmax
+  init CONFIG OUT --seed S  a model.safetensors of the config's GPT-2 from PyTorch's init, named as
+                            the Hugging Face Hub's GPT-2 files are (no "transformer." prefix, the
+                            causal-mask buffers and the tied lm_head.weight stored too)
+  same-weights CKPT FILE    the checkpoint's weights are the safetensors file's, bitwise
 """
 import argparse
 import functools
+import json
 import math
+import struct
 import sys
 import tomllib
 
@@ -239,6 +245,56 @@ def command_train(args):
         sys.exit(f"FAIL: trainctl's step-{end.step} checkpoint differs from PyTorch by {worst:.3g} > 1e-4 (relative)")
 
 
+def write_safetensors(path, tensors):
+    """The safetensors format by hand (Debian has no safetensors module): an 8-byte little-endian
+    header length, the JSON header padded with spaces to 8 bytes, then each tensor's bytes."""
+    header, blobs, offset = {}, [], 0
+    for name, tensor in tensors.items():
+        blob = tensor.detach().contiguous().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensor.shape), "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + length])
+    start = 8 + length
+    return {name: torch.from_numpy(np.frombuffer(data[start + entry["data_offsets"][0]:start + entry["data_offsets"][1]],
+                                                 dtype="<f4").reshape(entry["shape"]).copy())
+            for name, entry in header.items() if name != "__metadata__"}
+
+
+def command_init(args):
+    with open(args.config, "rb") as f:
+        config = tomllib.load(f)
+    model = gpt2_of(config)
+    model.init_weights(args.seed)
+    tensors = {name.removeprefix("transformer."): tensor for name, tensor in model.state_dict().items()}
+    block_size = config["model"]["block_size"]
+    for block in range(config["model"]["n_layer"]):
+        tensors[f"h.{block}.attn.bias"] = torch.ones(block_size, block_size).tril().view(1, 1, block_size, block_size)
+    tensors["lm_head.weight"] = tensors["wte.weight"]
+    write_safetensors(args.out, tensors)
+    print(f"wrote {args.out}: {len(tensors)} tensors")
+
+
+def command_same_weights(args):
+    stored = read_safetensors(args.safetensors)
+    weights = Checkpoint(args.checkpoint).weights
+    for name, tensor in weights.items():
+        theirs = stored.get(name, stored.get(name.removeprefix("transformer.")))
+        if theirs is None or theirs.shape != tensor.shape or not torch.equal(theirs, tensor):
+            sys.exit(f"FAIL: {args.checkpoint}'s {name} is not {args.safetensors}'s, bitwise")
+    print(f"{args.checkpoint}: all {len(weights)} tensors are {args.safetensors}'s, bitwise")
+
+
 def command_sample(args):
     """Teacher-forced on trainctl's output: each generated token must be PyTorch's argmax (the lowest
     id among equal maxima) over the same cropped context, so the two greedy decodings are equal."""
@@ -280,6 +336,15 @@ def main():
     sample.add_argument("--tokens", type=int, required=True)
     sample.add_argument("--trainctl-output", required=True, help="what `trainctl sample --temperature 0` printed")
     sample.set_defaults(run=command_sample)
+    init = commands.add_parser("init")
+    init.add_argument("config")
+    init.add_argument("out")
+    init.add_argument("--seed", type=int, required=True)
+    init.set_defaults(run=command_init)
+    same_weights = commands.add_parser("same-weights")
+    same_weights.add_argument("checkpoint")
+    same_weights.add_argument("safetensors")
+    same_weights.set_defaults(run=command_same_weights)
     args = parser.parse_args()
     args.run(args)
 
