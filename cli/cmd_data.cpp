@@ -1,23 +1,28 @@
 // trainctl data synth: a learnable synthetic classification dataset, from a seed. Each class is
 // a mixture of three Gaussian blobs in feature space, so that a linear model cannot fit it
 // perfectly but a small MLP can.
-// trainctl data tokenize: text files as llm.c token files with a byte-level tokenizer (token =
-// byte value, so vocab_size = 256 suffices), for demos and tests that download nothing.
-#include <cerrno>
+// trainctl data tokenize: text files as llm.c token files, with a byte-level tokenizer (token =
+// byte value, so vocab_size = 256 suffices) for demos and tests that download nothing, or with
+// GPT-2's tokenizer from a directory (tokenize_files.h).
+// trainctl data decode: a token file as text again.
+#include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <span>
 
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "batch.h"
 #include "classification_file.h"
 #include "errors.h"
+#include "gpt2_tokenizer.h"
 #include "rng.h"
 #include "token_file.h"
+#include "tokenize_files.h"
 
 namespace trainctl {
 
@@ -53,45 +58,126 @@ ClassificationData synthesize(int64_t samples, int64_t features, int64_t classes
 
 // Appends the bytes of `path` to `tokens`, one token each.
 void append_byte_tokens(const std::string& path, std::vector<uint16_t>& tokens) {
-  std::error_code ignored;
-  if (std::filesystem::is_directory(path, ignored)) throw UsageError(fmt::format("cannot read {}: it is a directory", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  std::ifstream in = open_input_file(path);
   const std::string bytes(std::istreambuf_iterator<char>(in), {});
   for (const unsigned char byte : bytes) tokens.push_back(byte);
 }
 
+struct TokenizeOptions {
+  std::vector<std::string> inputs;
+  std::string out, val_out, tokenizer;
+  double val_fraction = 0.1;
+  std::string documents = "files";
+  int threads = 0;  // the usable cores
+  size_t chunk_bytes = TokenizeFilesOptions{}.chunk_bytes;
+};
+
+// The last val_fraction of `total` tokens, for --val-out; none without it.
+int64_t validation_tokens(int64_t total, const TokenizeOptions& options) {
+  if (options.val_out.empty()) return 0;
+  const int64_t val_tokens = std::llround(static_cast<double>(total) * options.val_fraction);
+  if (val_tokens == 0 || val_tokens == total)
+    throw UsageError(fmt::format("{} tokens cannot be split at --val-fraction {}: one file would be empty", total,
+                                 options.val_fraction));
+  return val_tokens;
+}
+
+void tokenize_bytes(const TokenizeOptions& options) {
+  std::vector<uint16_t> tokens;
+  for (const std::string& input : options.inputs) append_byte_tokens(input, tokens);
+  const auto total = static_cast<int64_t>(tokens.size());
+  const int64_t val_tokens = validation_tokens(total, options);
+  const std::span<const uint16_t> all(tokens);
+  write_token_file(options.out, all.first(static_cast<size_t>(total - val_tokens)));
+  fmt::print("wrote {} ({} tokens)\n", options.out, total - val_tokens);
+  if (val_tokens == 0) return;
+  write_token_file(options.val_out, all.last(static_cast<size_t>(val_tokens)));
+  fmt::print("wrote {} ({} tokens)\n", options.val_out, val_tokens);
+}
+
+void tokenize_gpt2(const TokenizeOptions& options) {
+  const Gpt2Tokenizer tokenizer = Gpt2Tokenizer::load(options.tokenizer);
+  TokenFileWriter train(options.out);
+  tokenize_files(tokenizer, options.inputs,
+                 {options.documents == "lines" ? DocumentUnit::kLine : DocumentUnit::kFile,
+                  options.threads > 0 ? options.threads : usable_cores(), options.chunk_bytes},
+                 train);
+  const int64_t val_tokens = validation_tokens(train.count(), options);
+  std::optional<TokenFileWriter> val;
+  if (val_tokens > 0) train.move_last_to(val_tokens, val.emplace(options.val_out));
+  train.finish();
+  fmt::print("wrote {} ({} tokens)\n", options.out, train.count());
+  if (!val) return;
+  val->finish();
+  fmt::print("wrote {} ({} tokens)\n", options.val_out, val->count());
+}
+
 void add_tokenize_command(CLI::App& data) {
   auto* tokenize = data.add_subcommand(
-      "tokenize", "write text files as an llm.c token file, one token per byte (vocab_size 256)");
-  struct Options {
-    std::vector<std::string> inputs;
-    std::string out, val_out;
-    double val_fraction = 0.1;
-  };
-  auto options = std::make_shared<Options>();
+      "tokenize", "write text files as an llm.c token file: one token per byte (vocab_size 256), or GPT-2's tokens");
+  auto options = std::make_shared<TokenizeOptions>();
   tokenize->add_option("inputs", options->inputs, "input files, concatenated in this order")->required();
   tokenize->add_option("-o,--out", options->out, "training token file")->required();
   auto* val_out = tokenize->add_option("--val-out", options->val_out, "also write a validation token file");
   tokenize->add_option("--val-fraction", options->val_fraction, "the last fraction of the tokens that goes to --val-out")
       ->capture_default_str()
       ->needs(val_out);
+  auto* tokenizer = tokenize->add_option(
+      "--tokenizer", options->tokenizer,
+      "GPT-2's tokenizer: a directory with vocab.json and merges.txt, or tokenizer.json; each document starts with "
+      "<|endoftext|>");
+  tokenize->add_option("--documents", options->documents, "with --tokenizer: a document is each input file or each non-empty line")
+      ->check(CLI::IsMember({"files", "lines"}))
+      ->capture_default_str()
+      ->needs(tokenizer);
+  tokenize->add_option("--threads", options->threads, "with --tokenizer: encoding threads (default: the cores this process may use)")
+      ->check(CLI::Range(1, 4096))
+      ->needs(tokenizer);
+  tokenize->add_option("--chunk-bytes", options->chunk_bytes,
+                       "with --tokenizer: the text each thread encodes at a time (about 3x this in memory per thread)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 30))
+      ->capture_default_str()
+      ->needs(tokenizer);
   tokenize->callback([options] {
     if (!(options->val_fraction > 0.0 && options->val_fraction < 1.0))
       throw UsageError(fmt::format("--val-fraction {} is not in (0, 1)", options->val_fraction));
-    std::vector<uint16_t> tokens;
-    for (const std::string& input : options->inputs) append_byte_tokens(input, tokens);
-    const auto total = static_cast<int64_t>(tokens.size());
-    const int64_t val_tokens = options->val_out.empty() ? 0 : std::llround(static_cast<double>(total) * options->val_fraction);
-    if (!options->val_out.empty() && (val_tokens == 0 || val_tokens == total))
-      throw UsageError(fmt::format("{} tokens cannot be split at --val-fraction {}: one file would be empty", total,
-                                   options->val_fraction));
+    if (options->tokenizer.empty()) {
+      tokenize_bytes(*options);
+    } else {
+      tokenize_gpt2(*options);
+    }
+  });
+}
+
+// Prints the tokens of a token file as the bytes they stand for, a block at a time.
+void add_decode_command(CLI::App& data) {
+  auto* decode = data.add_subcommand("decode", "print a token file as text: bytes, or GPT-2's tokens with --tokenizer");
+  struct Options {
+    std::string file, tokenizer;
+  };
+  auto options = std::make_shared<Options>();
+  decode->add_option("file", options->file, "token file")->required();
+  decode->add_option("--tokenizer", options->tokenizer, "GPT-2's tokenizer directory (without: one byte per token)");
+  decode->callback([options] {
+    const std::vector<uint16_t> tokens = read_token_file(options->file, int64_t{1} << 16);
+    std::optional<Gpt2Tokenizer> tokenizer;
+    if (!options->tokenizer.empty()) tokenizer = Gpt2Tokenizer::load(options->tokenizer);
+    const int64_t vocab_size = tokenizer ? tokenizer->vocab_size() : 256;
+    const auto too_large = std::find_if(tokens.begin(), tokens.end(), [&](uint16_t token) { return token >= vocab_size; });
+    if (too_large != tokens.end()) {
+      const std::string position = fmt::format("{}: token {} at position {}", options->file, *too_large, too_large - tokens.begin());
+      throw DataError(tokenizer ? fmt::format("{} is not below the vocab_size {} of the tokenizer in {}", position,
+                                              vocab_size, options->tokenizer)
+                                : fmt::format("{} is not a byte (a GPT-2 token file needs --tokenizer DIR)", position));
+    }
+    constexpr size_t kBlockTokens = size_t{1} << 16;
     const std::span<const uint16_t> all(tokens);
-    write_token_file(options->out, all.first(static_cast<size_t>(total - val_tokens)));
-    fmt::print("wrote {} ({} tokens)\n", options->out, total - val_tokens);
-    if (options->val_out.empty()) return;
-    write_token_file(options->val_out, all.last(static_cast<size_t>(val_tokens)));
-    fmt::print("wrote {} ({} tokens)\n", options->val_out, val_tokens);
+    for (size_t first = 0; first < all.size(); first += kBlockTokens) {
+      const std::span<const uint16_t> block = all.subspan(first, std::min(kBlockTokens, all.size() - first));
+      const std::string text = tokenizer ? tokenizer->decode(block) : std::string(block.begin(), block.end());
+      if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size())
+        throw Failure(fmt::format("cannot write the text of {} to stdout", options->file));
+    }
   });
 }
 }  // namespace
@@ -124,6 +210,7 @@ void add_data_command(CLI::App& app) {
     fmt::print("wrote {} ({} samples)\n", options->val_out, options->val_samples);
   });
   add_tokenize_command(*data);
+  add_decode_command(*data);
 }
 
 }  // namespace trainctl

@@ -4,10 +4,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -48,30 +50,61 @@ void publish_file(const std::string& temporary, const std::string& final_path) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string temporary = temporary_path_for(path);
-  try {
-    // write(2) rather than a stream: a failure keeps its errno (ENOSPC, EFBIG) to report.
-    const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) fail_io("cannot write", path);
-    size_t written = 0;
-    while (written < text.size()) {
-      const ssize_t count = write(fd, text.data() + written, text.size() - written);
-      if (count < 0 && errno == EINTR) continue;
-      if (count < 0) {
-        const int write_error = errno;
-        close(fd);
-        errno = write_error;
-        fail_io("cannot write", path);
-      }
-      written += static_cast<size_t>(count);
-    }
-    if (close(fd) != 0) fail_io("cannot write", path);
-    publish_file(temporary, path);
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(temporary, ignored);
-    throw;
+  AtomicFileWriter file(path);
+  file.append(text);
+  file.publish();
+}
+
+AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)), temporary_(temporary_path_for(path_)) {
+  fd_ = open(temporary_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd_ < 0) fail_io("cannot write", path_);
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) close(fd_);
+  if (temporary_.empty()) return;  // published
+  std::error_code ignored;
+  std::filesystem::remove(temporary_, ignored);
+}
+
+void AtomicFileWriter::append(std::string_view bytes) { write_at(size_, bytes); }
+
+// pwrite(2) rather than a stream: a failure keeps its errno (ENOSPC, EFBIG) to report.
+void AtomicFileWriter::write_at(int64_t offset, std::string_view bytes) {
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t count = pwrite(fd_, bytes.data() + written, bytes.size() - written, offset + static_cast<off_t>(written));
+    if (count < 0 && errno == EINTR) continue;
+    if (count < 0) fail_io("cannot write", path_);
+    written += static_cast<size_t>(count);
   }
+  size_ = std::max(size_, offset + static_cast<int64_t>(bytes.size()));
+}
+
+void AtomicFileWriter::read_at(int64_t offset, std::span<char> bytes) const {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t count = pread(fd_, bytes.data() + done, bytes.size() - done, offset + static_cast<off_t>(done));
+    if (count < 0 && errno == EINTR) continue;
+    if (count <= 0) {
+      if (count == 0) errno = EIO;  // the caller asked for bytes it never wrote
+      fail_io("cannot read back", temporary_);
+    }
+    done += static_cast<size_t>(count);
+  }
+}
+
+void AtomicFileWriter::truncate(int64_t size) {
+  if (ftruncate(fd_, size) != 0) fail_io("cannot write", path_);
+  size_ = size;
+}
+
+void AtomicFileWriter::publish() {
+  const int fd = fd_;
+  fd_ = -1;
+  if (close(fd) != 0) fail_io("cannot write", path_);
+  publish_file(temporary_, path_);
+  temporary_.clear();
 }
 
 }  // namespace trainctl

@@ -3,7 +3,10 @@
 // Failures throw std::system_error (errno kept), what() "cannot write PATH: No space left on device".
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 
 namespace trainctl {
 
@@ -16,6 +19,31 @@ void publish_file(const std::string& temporary, const std::string& final_path);
 
 // On failure the temporary is removed and the old file, if any, stays.
 void write_file_atomically(const std::string& path, const std::string& text);
+
+// A file written in parts and published whole, for contents too large to hold in memory: the
+// parts go to temporary_path_for(path), publish() renames it over `path`, and a writer destroyed
+// unpublished (an exception on the way) removes the temporary and leaves the old file, if any.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(std::string path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void append(std::string_view bytes);
+  // Overwrites bytes written before: a header whose fields are known only at the end.
+  void write_at(int64_t offset, std::string_view bytes);
+  void read_at(int64_t offset, std::span<char> bytes) const;
+  // Drops everything from `size` on; appends continue from there.
+  void truncate(int64_t size);
+  void publish();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, temporary_;
+  int fd_ = -1;
+  int64_t size_ = 0;
+};
 
 // Flushes everything written to the filesystem that holds `path` (syncfs): one call after
 // writing many files, instead of an fsync each.

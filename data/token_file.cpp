@@ -14,7 +14,6 @@
 
 #include <fmt/format.h>
 
-#include "atomic_file.h"
 #include "batch.h"
 
 namespace trainctl {
@@ -88,15 +87,51 @@ std::vector<uint16_t> read_token_file(const std::string& path, int64_t vocab_siz
 }
 
 void write_token_file(const std::string& path, std::span<const uint16_t> tokens) {
-  if (tokens.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
-    throw DataError(fmt::format("{}: {} tokens do not fit one token file (its count is an int32)", path, tokens.size()));
+  TokenFileWriter writer(path);
+  writer.append(tokens);
+  writer.finish();
+}
+
+namespace {
+std::string header_bytes(int64_t count) {
   std::array<int32_t, kTokenFileHeaderInts> header{};
   header[0] = kTokenFileMagic;
   header[1] = kTokenFileVersion;
-  header[2] = static_cast<int32_t>(tokens.size());
-  std::string bytes(reinterpret_cast<const char*>(header.data()), kHeaderBytes);
-  bytes.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(uint16_t));
-  write_file_atomically(path, bytes);
+  header[2] = static_cast<int32_t>(count);
+  return std::string(reinterpret_cast<const char*>(header.data()), kHeaderBytes);
+}
+
+constexpr int64_t kTokenBytes = sizeof(uint16_t);
+// What move_last_to holds at a time.
+constexpr int64_t kMoveBlockTokens = 1 << 20;
+}  // namespace
+
+TokenFileWriter::TokenFileWriter(const std::string& path) : file_(path) { file_.append(header_bytes(0)); }
+
+void TokenFileWriter::append(std::span<const uint16_t> tokens) {
+  const int64_t total = count_ + static_cast<int64_t>(tokens.size());
+  if (total > std::numeric_limits<int32_t>::max())
+    throw DataError(fmt::format("{}: {} tokens do not fit one token file (its count is an int32)", file_.path(), total));
+  file_.append(std::string_view(reinterpret_cast<const char*>(tokens.data()), tokens.size() * kTokenBytes));
+  count_ = total;
+}
+
+void TokenFileWriter::move_last_to(int64_t count, TokenFileWriter& destination) {
+  const int64_t kept = count_ - count;
+  std::vector<uint16_t> block;
+  for (int64_t first = kept; first < count_; first += kMoveBlockTokens) {
+    block.resize(static_cast<size_t>(std::min(kMoveBlockTokens, count_ - first)));
+    file_.read_at(kHeaderBytes + first * kTokenBytes,
+                  std::span(reinterpret_cast<char*>(block.data()), block.size() * kTokenBytes));
+    destination.append(block);
+  }
+  file_.truncate(kHeaderBytes + kept * kTokenBytes);
+  count_ = kept;
+}
+
+void TokenFileWriter::finish() {
+  file_.write_at(0, header_bytes(count_));
+  file_.publish();
 }
 
 }  // namespace trainctl

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "atomic_file.h"
+
 namespace trainctl {
 
 constexpr int32_t kTokenFileMagic = 20240520;
@@ -29,5 +31,24 @@ std::vector<uint16_t> read_token_file(const std::string& path, int64_t vocab_siz
 
 // Writes `tokens` with their header, atomically (atomic_file.h).
 void write_token_file(const std::string& path, std::span<const uint16_t> tokens);
+
+// Writes a token file as its tokens come, for more than memory holds: the header's count is
+// filled in by finish(), which publishes the file atomically; a writer destroyed unfinished
+// leaves no file (AtomicFileWriter).
+class TokenFileWriter {
+ public:
+  explicit TokenFileWriter(const std::string& path);
+  // Throws DataError when the count would pass the header's int32.
+  void append(std::span<const uint16_t> tokens);
+  int64_t count() const { return count_; }
+  // Moves the last `count` tokens appended here to the end of `destination`, a block at a time:
+  // a validation split, whose size is known only once every token is written.
+  void move_last_to(int64_t count, TokenFileWriter& destination);
+  void finish();
+
+ private:
+  AtomicFileWriter file_;
+  int64_t count_ = 0;
+};
 
 }  // namespace trainctl

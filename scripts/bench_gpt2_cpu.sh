@@ -55,26 +55,15 @@ TOML
 config plain false
 config recompute true
 
-# measure VARIANT REP COMMAND...: runs COMMAND with one thread, keeping its peak RSS in rss.VARIANT.REP.
-# OPENBLAS_NUM_THREADS for PyTorch too: its GEMMs go to OpenBLAS, which torch.set_num_threads does not govern.
-measure() {
-  OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/time -f %M -o "rss.$1.$2" "${@:3}"
-}
 for rep in $(seq "$reps"); do
   for variant in plain recompute; do
-    measure "$variant" "$rep" "$trainctl" run "$variant.toml" --ranks 1 --run-dir "runs/$variant-$rep" >/dev/null
+    measure 1 "$variant" "$rep" "$trainctl" run "$variant.toml" --ranks 1 --run-dir "runs/$variant-$rep" >/dev/null
     echo "$(mean_logged_rate "runs/$variant-$rep" tokens_per_s)" >"rate.$variant.$rep"
   done
-  measure torch "$rep" /usr/bin/python3 "$source_dir/scripts/bench_torch_gpt2.py" --config plain.toml \
+  measure 1 torch "$rep" /usr/bin/python3 "$source_dir/scripts/bench_torch_gpt2.py" --config plain.toml \
     --warmup-steps $log_every --steps $((steps - log_every)) >"torch.$rep.json"
   sed -E 's/.*"tokens_per_s": ([0-9.]+).*/\1/' "torch.$rep.json" >"rate.torch.$rep"
 done
-
-median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-rate() { cat rate."$1".* | median; }
-runs() { cat rate."$1".* | awk '{ printf "%s%.0f", (NR > 1 ? ", " : ""), $1 }'; }
-peak_mb() { cat rss."$1".* | median | awk '{ printf "%.0f", $1 / 1024 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 torch_version=$(sed -E 's/.*"torch": "([^"]+)".*/\1/' torch.1.json)
 echo "== GPT-2: 4 layers, 256 wide, 4 heads, block 256, vocabulary 256; micro_batch $micro_batch" \

@@ -10,6 +10,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   libhdf5-dev hdf5-tools
   libcli11-dev libtomlplusplus-dev libfmt-dev doctest-dev nlohmann-json3-dev
+  libpcre2-dev  # GPT-2's tokenizer: its pre-tokenizer regex, with Unicode properties and JIT
   libopenblas-dev
   libcairo2-dev fonts-dejavu-core  # trainctl plot: cairo draws the charts, in DejaVu Sans (found by fontconfig)
   slurm-wlm munge
@@ -18,6 +19,9 @@ packages=(
   clang libclang-rt-14-dev  # libFuzzer and the sanitizers: scripts/fuzz.sh, the fuzz test
   prometheus  # promtool: the tests check the [metrics] prometheus textfile with it
 )
+# npm installs js-tiktoken, the GPT-2 tokenizer test's oracle; a Node.js from elsewhere that
+# brings its own npm (and conflicts with Debian's npm package) serves as well.
+command -v npm >/dev/null || packages+=(nodejs npm)
 # time: /usr/bin/time measures the benchmarks' peak memory; patchelf sets the GPU pack's rpath.
 [[ "${1:-}" == "--bench" ]] && packages+=(bc patchelf time)
 

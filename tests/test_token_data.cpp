@@ -2,7 +2,8 @@
 // cli/cmd_data.cpp): the exact errors for a wrong magic, a wrong version, a file size that does
 // not match the header, a token >= vocab_size, a shard shorter than block_size + 1 and a pattern
 // that matches nothing; a write/read round trip; the windows of two shards, listed in sorted
-// order, mapped to tokens and targets; and tokenize's round trip, split and errors.
+// order, mapped to tokens and targets; the streaming writer and its validation split; and
+// tokenize's round trip, split and errors.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -72,6 +73,33 @@ TEST_CASE("a token file round-trips through write and read, leaving no temporary
   CHECK(trainctl::read_token_file(path, 65536) == tokens);
   CHECK(std::filesystem::file_size(path) == 1024 + 2 * tokens.size());
   CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), {}) == 1);
+}
+
+TEST_CASE("a token file written as its tokens come holds them all, and can hand its last ones to another") {
+  TempDir dir;
+  const std::string train = path_in(dir, "train.bin"), val = path_in(dir, "val.bin");
+  {
+    trainctl::TokenFileWriter unfinished(train);
+    unfinished.append(counting(0, 5));
+  }
+  CHECK(std::filesystem::is_empty(dir.path()));
+
+  trainctl::TokenFileWriter train_writer(train);
+  trainctl::TokenFileWriter val_writer(val);
+  train_writer.append(counting(0, 5));
+  train_writer.append({});
+  train_writer.append(counting(5, 7));
+  val_writer.append(counting(100, 2));
+  CHECK(train_writer.count() == 12);
+  train_writer.move_last_to(3, val_writer);
+  train_writer.append(counting(200, 1));
+  train_writer.finish();
+  val_writer.finish();
+  std::vector<uint16_t> expected_train = counting(0, 9);
+  expected_train.push_back(200);
+  CHECK(trainctl::read_token_file(train, 65536) == expected_train);
+  CHECK(trainctl::read_token_file(val, 65536) == std::vector<uint16_t>{100, 101, 9, 10, 11});
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), {}) == 2);
 }
 
 TEST_CASE("bad token files are rejected with a message naming the file and the problem") {
