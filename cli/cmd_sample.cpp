@@ -1,6 +1,8 @@
 // trainctl sample RUN_OR_CKPT --prompt TEXT: continues the prompt with a checkpoint's language
-// model on the CPU and prints the prompt followed by the generated text. The tokenizer is
-// byte-level (token = byte value), as `trainctl data tokenize` writes. Temperature 0 is greedy
+// model on the CPU and prints the prompt followed by the generated text. The tokenizer is the one
+// the run trained with (data.tokenizer, which checkpoints record with its content hash), or one
+// given by --tokenizer, which must have the recorded hash; a run without one trained on bytes
+// (token = byte value), as `trainctl data tokenize` writes them. Temperature 0 is greedy
 // decoding (argmax, ties to the lowest token id); otherwise tokens are drawn from
 // softmax(logits / temperature), optionally over the top_k most likely, with common/rng.h from
 // --seed, so a sample is reproducible.
@@ -8,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,6 +18,7 @@
 #include "bad_input.h"
 #include "commands.h"
 #include "errors.h"
+#include "gpt2_tokenizer.h"
 #include "registry.h"
 #include "rng.h"
 #include "stored_checkpoint.h"
@@ -26,7 +30,7 @@ namespace {
 constexpr int64_t kByteTokens = 256;
 
 struct SampleOptions {
-  std::string path, prompt;
+  std::string path, prompt, tokenizer;
   int64_t tokens = 200;
   double temperature = 1.0;
   int64_t top_k = 0;  // 0: every token
@@ -92,21 +96,54 @@ int32_t choose_token(const float* logits, int32_t vocab, const SampleOptions& op
   return ids.back();  // the draw fell in the rounding of the sum
 }
 
+// The tokenizer to decode with: --tokenizer's, which must be the recorded one where the run
+// recorded one; else the recorded one, which must not have changed since; else none (bytes).
+std::optional<Gpt2Tokenizer> tokenizer_for(const StoredCheckpoint& stored, const std::string& given) {
+  const CheckpointMeta& meta = stored.checkpoint.meta;
+  if (!given.empty()) {
+    Gpt2Tokenizer tokenizer = Gpt2Tokenizer::load(given);
+    if (!meta.tokenizer_hash.empty() && tokenizer.content_hash() != meta.tokenizer_hash)
+      throw BadInput(fmt::format("--tokenizer {}: its content hash {} is not {}, that of the tokenizer {} was trained "
+                                 "with ({})",
+                                 given, tokenizer.content_hash(), meta.tokenizer_hash, stored.path, meta.tokenizer_path));
+    return tokenizer;
+  }
+  if (meta.tokenizer_hash.empty()) return std::nullopt;
+  Gpt2Tokenizer tokenizer = [&] {
+    try {
+      return Gpt2Tokenizer::load(meta.tokenizer_path);
+    } catch (const BadInput& error) {
+      throw BadInput(fmt::format("{} was trained with the tokenizer {}, which cannot be read now ({}); give its copy "
+                                 "with --tokenizer",
+                                 stored.path, meta.tokenizer_path, error.what()));
+    }
+  }();
+  if (tokenizer.content_hash() != meta.tokenizer_hash)
+    throw BadInput(fmt::format("the tokenizer {} has changed since {} was trained with it (content hash {} then, {} "
+                               "now); give the one it was trained with by --tokenizer",
+                               meta.tokenizer_path, stored.path, meta.tokenizer_hash, tokenizer.content_hash()));
+  return tokenizer;
+}
+
 void sample(const SampleOptions& options) {
   if (options.prompt.empty()) throw UsageError("--prompt is empty: sample continues a prompt of at least one byte");
   const StoredCheckpoint stored = load_stored_checkpoint(options.path);
   const std::unique_ptr<LanguageModel> model = load_language_model(stored);
+  const std::optional<Gpt2Tokenizer> tokenizer = tokenizer_for(stored, options.tokenizer);
 
   std::vector<int32_t> tokens;
-  for (char byte : options.prompt) {
-    const auto token = static_cast<int32_t>(static_cast<unsigned char>(byte));
-    if (token >= model->vocab_size())
-      throw UsageError(fmt::format("--prompt byte {} is not a token of the model in {} (vocab_size = {})", token,
-                                   stored.path, model->vocab_size()));
-    tokens.push_back(token);
+  if (tokenizer) {
+    for (uint16_t token : tokenizer->encode(options.prompt)) tokens.push_back(token);
+  } else {
+    for (char byte : options.prompt) tokens.push_back(static_cast<unsigned char>(byte));
   }
-  // Only byte tokens can be printed: a larger vocabulary is decoded over its first 256 ids.
-  const auto candidates = static_cast<int32_t>(std::min(model->vocab_size(), kByteTokens));
+  for (int32_t token : tokens)
+    if (token >= model->vocab_size())
+      throw UsageError(fmt::format("--prompt {} {} is not a token of the model in {} (vocab_size = {})",
+                                   tokenizer ? "token" : "byte", token, stored.path, model->vocab_size()));
+  // Only ids that decode can be printed: a larger vocabulary is sampled over the tokenizer's ids
+  // (the first 256 without one).
+  const auto candidates = static_cast<int32_t>(std::min(model->vocab_size(), tokenizer ? tokenizer->vocab_size() : kByteTokens));
   Rng rng(options.seed, kSampleStream);
   std::vector<float> logits(static_cast<size_t>(model->vocab_size()));
   fmt::print("{}", options.prompt);
@@ -115,7 +152,12 @@ void sample(const SampleOptions& options) {
     model->next_token_logits(tokens.data() + tokens.size() - length, length, logits.data());
     const int32_t token = choose_token(logits.data(), candidates, options, rng);
     tokens.push_back(token);
-    std::fputc(token, stdout);
+    if (tokenizer) {
+      const std::string_view bytes = tokenizer->token_bytes(static_cast<uint16_t>(token));
+      std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+    } else {
+      std::fputc(token, stdout);
+    }
     std::fflush(stdout);
   }
   fmt::print("\n");
@@ -128,7 +170,9 @@ void add_sample_command(CLI::App& app) {
   auto options = std::make_shared<SampleOptions>();
   command->add_option("path", options->path, "checkpoint file, or a run directory for its newest valid one")
       ->required();
-  command->add_option("--prompt", options->prompt, "text to continue (its bytes are the tokens)")->required();
+  command->add_option("--prompt", options->prompt, "text to continue")->required();
+  command->add_option("--tokenizer", options->tokenizer,
+                      "GPT-2 tokenizer directory (default: the one the run trained with, if any; else bytes)");
   command->add_option("--tokens", options->tokens, "tokens to generate")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));

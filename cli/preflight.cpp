@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "gpt2_tokenizer.h"
 #include "registry.h"
 
 namespace trainctl {
@@ -32,6 +33,13 @@ void check_run_data(toml::table table, const std::string& config_path, CheckedDa
   };
   check("train", run.data.train);
   if (run.data.val) check("val", *run.data.val);
+  if (run.data.tokenizer && checked.insert(*run.data.tokenizer).second) {
+    try {
+      Gpt2Tokenizer::load(*run.data.tokenizer);
+    } catch (const BadInput& error) {
+      throw BadInput(fmt::format("data.tokenizer: {}", error.what()));
+    }
+  }
 }
 
 void check_program_workdir(toml::table table, const std::string& config_path, CheckedData& checked) {

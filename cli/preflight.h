@@ -11,9 +11,10 @@
 
 namespace trainctl {
 
-// Checks data.train and data.val of `config` (relative paths are relative to the config file)
-// and, when its sweep varies the model or the data, of every task, each distinct model and
-// path once. Throws BadInput naming the key and the file: "data.train: FILE: ...". For a
+// Checks data.train and data.val of `config` (relative paths are relative to the config file),
+// and that data.tokenizer loads, and, when its sweep varies the model or the data, of every
+// task, each distinct model and path once. Throws BadInput naming the key and the file:
+// "data.train: FILE: ...". For a
 // [program], only that its workdir (every task's, when swept) is a directory:
 // "program.workdir: DIR is not a directory".
 void preflight_data(const Config& config);

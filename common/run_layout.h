@@ -16,6 +16,8 @@
 //   requeue.count    the batch script's count of requeues (SLURM_RESTART_COUNT) of this submission
 //   job.outcome      the batch script's word: running, then completed, failed: ..., stopped: ...
 //   params.json      a [program] job's [params] (docs/programs.md)
+//   tokenizer.txt    "<content hash> <directory>" of data.tokenizer, written by the runtime: the
+//                    tokenizer the run trained with (its checkpoints record the same)
 //   rank.exits/R     how rank R's program ended in the latest run of a [program] job:
 //                    "exit C T" or "signal N T", T the time it ended (ns since the epoch)
 #pragma once
@@ -42,6 +44,7 @@ inline constexpr std::string_view kRequeueStalls = "requeue.stalls";
 inline constexpr std::string_view kRequeueCount = "requeue.count";
 inline constexpr std::string_view kOutcome = "job.outcome";
 inline constexpr std::string_view kParams = "params.json";
+inline constexpr std::string_view kTokenizer = "tokenizer.txt";
 inline constexpr std::string_view kRankExits = "rank.exits";
 // job.outcome's first line while the batch script runs (slurm/render.cpp writes it).
 inline constexpr std::string_view kOutcomeRunning = "running";
@@ -87,6 +90,7 @@ class RunLayout {
   std::string requeue_count() const { return file(run_file::kRequeueCount); }
   std::string outcome() const { return file(run_file::kOutcome); }
   std::string params() const { return file(run_file::kParams); }
+  std::string tokenizer() const { return file(run_file::kTokenizer); }
   std::string rank_exits() const { return file(run_file::kRankExits); }
 
  private:

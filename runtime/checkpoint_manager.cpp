@@ -48,10 +48,12 @@ bool is_stored_but_no_parameter(const std::string& name) {
 }  // namespace
 
 CheckpointManager::CheckpointManager(const RunLayout& layout, const RunSpec& spec, const std::string& config_text,
-                                     int64_t global_batch, Comm& comm, Model& model, Optimizer& optimizer)
+                                     std::string tokenizer_hash, int64_t global_batch, Comm& comm, Model& model,
+                                     Optimizer& optimizer)
     : layout_(layout),
       spec_(spec),
       config_text_(config_text),
+      tokenizer_hash_(std::move(tokenizer_hash)),
       global_batch_(global_batch),
       comm_(comm),
       model_(model),
@@ -78,6 +80,8 @@ const Checkpoint& CheckpointManager::stage(const TrainingPosition& position) {
   meta.loss = position.loss;
   meta.best = position.best;
   meta.config_text = config_text_;
+  meta.tokenizer_path = spec_.data.tokenizer.value_or("");
+  meta.tokenizer_hash = tokenizer_hash_;
   meta.hostnames.clear();
   for (const std::string& host : comm_.node_names()) meta.hostnames += (meta.hostnames.empty() ? "" : ",") + host;
   meta.created_utc = utc_now();

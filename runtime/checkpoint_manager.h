@@ -51,10 +51,10 @@ struct ResumedCheckpoint {
 
 class CheckpointManager {
  public:
-  // `config_text` is stored in every checkpoint; `model_kind` and `global_batch` must match on
-  // resume.
+  // `config_text` and `tokenizer_hash` (data.tokenizer's, empty without one) are stored in every
+  // checkpoint; `model_kind` and `global_batch` must match on resume.
   CheckpointManager(const RunLayout& layout, const RunSpec& spec, const std::string& config_text,
-                    int64_t global_batch, Comm& comm, Model& model, Optimizer& optimizer);
+                    std::string tokenizer_hash, int64_t global_batch, Comm& comm, Model& model, Optimizer& optimizer);
   ~CheckpointManager();
   CheckpointManager(const CheckpointManager&) = delete;
   CheckpointManager& operator=(const CheckpointManager&) = delete;
@@ -82,6 +82,7 @@ class CheckpointManager {
   const RunLayout& layout_;
   const RunSpec& spec_;
   const std::string& config_text_;
+  std::string tokenizer_hash_;
   int64_t global_batch_;
   Comm& comm_;
   Model& model_;

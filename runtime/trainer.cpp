@@ -15,6 +15,7 @@
 #include "checkpoint_manager.h"
 #include "early_stopping.h"
 #include "exit_codes.h"
+#include "gpt2_tokenizer.h"
 #include "grad_sync.h"
 #include "heartbeat.h"
 #include "metrics.h"
@@ -100,7 +101,7 @@ class Run {
         global_terms_(global_batch_ * model_->loss_terms_per_example()),
         gradient_sync_(make_gradient_sync(device_, comm)),
         optimizer_(spec.train, device_, Stream{}, model_->parameter_layout()),
-        checkpoints_(layout, spec, config_text, global_batch_, comm, *model_, optimizer_),
+        checkpoints_(layout, spec, config_text, tokenizer_hash(), global_batch_, comm, *model_, optimizer_),
         metrics_(layout.metrics(), metrics_setup(), comm.rank() == 0),
         heartbeat_(layout.heartbeat(), comm.rank() == 0) {}
 
@@ -171,6 +172,29 @@ class Run {
   }
 
  private:
+  // data.tokenizer's content hash, for the checkpoints and the run directory, so that `trainctl
+  // sample` decodes with the tokenizer the run trained with; empty without one.
+  std::string tokenizer_hash() const {
+    if (!spec_.data.tokenizer) return "";
+    const Gpt2Tokenizer tokenizer = [this] {
+      try {
+        return Gpt2Tokenizer::load(*spec_.data.tokenizer);
+      } catch (const BadInput& error) {
+        throw BadInput(fmt::format("data.tokenizer: {}", error.what()));
+      }
+    }();
+    const auto* language_model = dynamic_cast<const LanguageModel*>(model_.get());
+    if (language_model == nullptr)
+      throw BadInput(fmt::format("data.tokenizer: model.kind = \"{}\" is not a language model", spec_.model.kind()));
+    if (tokenizer.vocab_size() > language_model->vocab_size())
+      throw BadInput(fmt::format("data.tokenizer: {} has {} tokens, more than model.vocab_size = {}",
+                                 *spec_.data.tokenizer, tokenizer.vocab_size(), language_model->vocab_size()));
+    if (comm_.rank() == 0)
+      write_file_atomically(layout_.tokenizer(),
+                            fmt::format("{} {}\n", tokenizer.content_hash(), *spec_.data.tokenizer));
+    return tokenizer.content_hash();
+  }
+
   Sampler make_sampler() {
     try {
       return Sampler(train_data_->examples(), global_batch_, spec_.data.shuffle, spec_.train.seed);

@@ -86,20 +86,31 @@ void for_each_meta_attribute(Meta& meta, Visit visit) {
   visit("created_utc", meta.created_utc);
 }
 
+// The attributes that version 5 added.
+template <typename Meta, typename Visit>
+void for_each_tokenizer_attribute(Meta& meta, Visit visit) {
+  visit("tokenizer_path", meta.tokenizer_path);
+  visit("tokenizer_hash", meta.tokenizer_hash);
+}
+
 void write_meta(hid_t file, const CheckpointMeta& meta) {
   write_attribute(file, "format_version", kCheckpointFormatVersion);
   write_attribute(file, "model_kind", meta.model_kind);
-  for_each_meta_attribute(meta, [&](const char* name, const auto& value) { write_attribute(file, name, value); });
+  const auto write = [&](const char* name, const auto& value) { write_attribute(file, name, value); };
+  for_each_meta_attribute(meta, write);
+  for_each_tokenizer_attribute(meta, write);
 }
 
 CheckpointMeta read_meta(hid_t file) {
   CheckpointMeta meta;
   read_attribute(file, "format_version", meta.format_version);
-  if (meta.format_version != kCheckpointFormatVersion)
-    throw CheckpointError(fmt::format("format_version {} is not supported (this trainctl reads {})",
-                                      meta.format_version, kCheckpointFormatVersion));
+  if (meta.format_version < kOldestCheckpointFormatRead || meta.format_version > kCheckpointFormatVersion)
+    throw CheckpointError(fmt::format("format_version {} is not supported (this trainctl reads {} to {})",
+                                      meta.format_version, kOldestCheckpointFormatRead, kCheckpointFormatVersion));
   read_attribute(file, "model_kind", meta.model_kind);
-  for_each_meta_attribute(meta, [&](const char* name, auto& value) { read_attribute(file, name, value); });
+  const auto read = [&](const char* name, auto& value) { read_attribute(file, name, value); };
+  for_each_meta_attribute(meta, read);
+  if (meta.format_version >= 5) for_each_tokenizer_attribute(meta, read);
   return meta;
 }
 

@@ -20,10 +20,13 @@
 
 namespace trainctl {
 
-// The version written and the only one read. 2 added model_kind; 3 the whole-file checksum in the
-// sidecar; 4 the best validation (best_val_loss, best_step, evals_since_best). Files of versions 1 and 2 (before any release) are not read: their sidecars record no
-// whole-file checksum, and HDF5 must not parse a file that none verified.
-constexpr int64_t kCheckpointFormatVersion = 4;
+// The version written. 2 added model_kind; 3 the whole-file checksum in the sidecar; 4 the best
+// validation (best_val_loss, best_step, evals_since_best); 5 the tokenizer (tokenizer_path,
+// tokenizer_hash). Files of versions 1 and 2 (before any release) are not read: their sidecars
+// record no whole-file checksum, and HDF5 must not parse a file that none verified.
+constexpr int64_t kCheckpointFormatVersion = 5;
+// Version 4 files lack only the tokenizer, which reads as none: runs resume across the upgrade.
+constexpr int64_t kOldestCheckpointFormatRead = 4;
 
 struct Tensor {
   std::string name;
@@ -54,6 +57,9 @@ struct CheckpointMeta {
   double loss = 0.0;            // mean train loss of the last step
   BestValidation best;
   std::string config_text;      // the resolved config the run trained with
+  // data.tokenizer's directory and its content hash (Gpt2Tokenizer::content_hash); empty for a
+  // run without one (byte tokens, or classification data).
+  std::string tokenizer_path, tokenizer_hash;
   std::string hostnames;        // comma-separated, rank order
   std::string trainctl_version = TRAINCTL_VERSION;
   std::string created_utc;      // ISO 8601

@@ -5,7 +5,7 @@
 // sidecars; the errors for a flipped data byte (located with H5Dget_offset), a rewritten step or
 // config attribute, a flipped byte in the superblock or an object header, a truncated file, a
 // missing sidecar or one without the file's checksum (as versions 1 and 2 wrote), a name that
-// disagrees with the stored step and a format_version other than 4; resuming past each; atomic
+// disagrees with the stored step and a format_version other than 4 or 5 (4 read without a tokenizer); resuming past each; atomic
 // writes leaving no temporary; and writes that fail (a file size limit standing in for a full
 // disk) leaving nothing behind, with the path and the OS's reason in the error.
 #include <doctest/doctest.h>
@@ -102,6 +102,8 @@ Checkpoint make_checkpoint(int64_t step) {
   meta.loss = 0.1234567890123456789;
   meta.config_text = "[train]\nsteps = 600  # \"quoted\" and ünïcode\n";
   meta.hostnames = "node1,node2";
+  meta.tokenizer_path = "/data/gpt2-tokenizer";
+  meta.tokenizer_hash = "crc32:0123abcd";
   meta.trainctl_version = "9.9.9-test";
   meta.created_utc = "2024-05-06T07:08:09Z";
   meta.hardware = "Test CPU; device cpu; 2 ranks";
@@ -264,6 +266,8 @@ TEST_CASE("a saved checkpoint loads back with every field and tensor bit for bit
   CHECK(meta.loss == saved.meta.loss);
   CHECK(meta.config_text == saved.meta.config_text);
   CHECK(meta.hostnames == "node1,node2");
+  CHECK(meta.tokenizer_path == "/data/gpt2-tokenizer");
+  CHECK(meta.tokenizer_hash == "crc32:0123abcd");
   CHECK(meta.trainctl_version == "9.9.9-test");
   CHECK(meta.created_utc == "2024-05-06T07:08:09Z");
   // In state_dict order, not name order.
@@ -409,15 +413,30 @@ TEST_CASE("a step-N.h5 name must match the stored step") {
   CHECK(trainctl::load_checkpoint(dir.file("best.h5")).meta.step == 3);
 }
 
+TEST_CASE("a version 4 checkpoint, written before the tokenizer was recorded, reads with none") {
+  TempDir dir;
+  const std::string path = save(dir, 3);
+  {
+    trainctl::H5Handle file = open_for_writing(path);
+    for (const char* name : {"tokenizer_path", "tokenizer_hash"}) H5_CHECK(H5Adelete(file.get(), name));
+  }
+  set_format_version(path, 4);
+  const trainctl::Checkpoint loaded = trainctl::load_checkpoint(path);
+  CHECK(loaded.meta.format_version == 4);
+  CHECK(loaded.meta.tokenizer_path.empty());
+  CHECK(loaded.meta.tokenizer_hash.empty());
+  CHECK(loaded.meta.step == 3);
+}
+
 TEST_CASE("an unknown format_version is rejected") {
   TempDir dir;
   const std::string path = save(dir, 3);
   set_format_version(path, 99);
-  CHECK(load_error(path) == path + ": format_version 99 is not supported (this trainctl reads 4)");
+  CHECK(load_error(path) == path + ": format_version 99 is not supported (this trainctl reads 4 to 5)");
   set_format_version(path, 2);
-  CHECK(load_error(path) == path + ": format_version 2 is not supported (this trainctl reads 4)");
+  CHECK(load_error(path) == path + ": format_version 2 is not supported (this trainctl reads 4 to 5)");
   set_format_version(path, 0);
-  CHECK(load_error(path) == path + ": format_version 0 is not supported (this trainctl reads 4)");
+  CHECK(load_error(path) == path + ": format_version 0 is not supported (this trainctl reads 4 to 5)");
 }
 
 // Their sidecars record no file checksum, so HDF5 must not open them; trainctl was never released

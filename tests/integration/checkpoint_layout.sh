@@ -20,7 +20,8 @@ for name in 0 2 4; do
   expect "GROUP \"$name.weight\""
 done
 for attribute in format_version step epoch sample_position rng_seed world_size global_batch optimizer \
-  optimizer_step loss best_val_loss best_step evals_since_best config hostnames trainctl_version created_utc crc32; do
+  optimizer_step loss best_val_loss best_step evals_since_best config tokenizer_path tokenizer_hash hostnames trainctl_version \
+  created_utc crc32; do
   expect "ATTRIBUTE \"$attribute\""
 done
 expect 'DATASET "exp_avg"'

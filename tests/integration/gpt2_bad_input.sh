@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What the runtime refuses for a gpt2 run, each with exit 2 and a message naming the key and the
-# file: token files that are not llm.c's format or do not fit the model, a checkpoint of another
-# model kind or shape, and a CUDA device that cannot be used here.
+# file: token files that are not llm.c's format or do not fit the model, a tokenizer that cannot
+# be read or has more tokens than the model, a checkpoint of another model kind or shape, and a
+# CUDA device that cannot be used here.
 source "$(dirname "$0")/lib.sh"
 make_token_data
 
@@ -33,6 +34,31 @@ write_config vocab.toml vocab "${gpt2[@]}" model.vocab_size=100
 expect_exit 2 "$TRAINCTL" run vocab.toml
 expect_message "data.train: "
 expect_message "model.vocab_size"
+
+# data.tokenizer: a directory that holds none (the CLI's preflight, then the runtime), and one of
+# 258 tokens (the 256 bytes in GPT-2's byte-to-character mapping, one merge, <|endoftext|>)
+# for a model of 256.
+mkdir -p no-tokenizer
+write_config no_tokenizer.toml no_tokenizer "${gpt2[@]}" data.tokenizer='"no-tokenizer"'
+expect_exit 2 "$TRAINCTL" validate no_tokenizer.toml
+expect_message "data.tokenizer: $work/no-tokenizer: not a tokenizer directory: it holds neither vocab.json and merges.txt nor tokenizer.json"
+expect_exit 2 "$TRAINCTL" run --no-preflight no_tokenizer.toml
+expect_message "data.tokenizer: $work/no-tokenizer: not a tokenizer directory"
+python3 - <<'PY'
+import json, os
+printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
+characters = {b: chr(b) for b in printable}
+characters.update({b: chr(256 + n) for n, b in enumerate(b for b in range(256) if b not in characters)})
+vocab = {characters[b]: b for b in range(256)}
+vocab["\u0120t"] = 256
+vocab["<|endoftext|>"] = 257
+os.makedirs("small-tokenizer")
+json.dump(vocab, open("small-tokenizer/vocab.json", "w"))
+open("small-tokenizer/merges.txt", "w").write("#version: 0.2\n\u0120 t\n")
+PY
+write_config small_tokenizer.toml small_tokenizer "${gpt2[@]}" data.tokenizer='"small-tokenizer"'
+expect_exit 2 "$TRAINCTL" run small_tokenizer.toml
+expect_message "data.tokenizer: $work/small-tokenizer has 258 tokens, more than model.vocab_size = 256"
 
 # A checkpoint of another model kind, then of another shape, in the run directory resumed.
 write_config mlp.toml resumed job.ranks_per_node=1 train.steps=2 checkpoint.every_steps=2

@@ -8,7 +8,8 @@
 #    PyTorch's to 1e-4 (eps 1e-6: see gpt2_pytorch.sh);
 #  - `export` -> init_from is bitwise, from the export directory and from a checkpoint file;
 #  - a run with checkpoints of its own resumes from them, not from init_from;
-#  - files that do not fit the config: exit 2 naming the first tensor and both shapes.
+#  - files that do not fit the config: exit 2 naming the first tensor and both shapes;
+#  - configs/gpt2_finetune.toml runs as the README's "Fine-tune GPT-2 on your text" says.
 source "$(dirname "$0")/lib.sh"
 /usr/bin/python3 -c 'import torch, h5py' 2>/dev/null || { echo "SKIP: python3-torch or python3-h5py missing"; exit 77; }
 peer() { /usr/bin/python3 "$(dirname "$0")/gpt2_peer.py" "$@"; }
@@ -67,4 +68,19 @@ expect_init_error missing "train.init_from: cannot read $work/missing.safetensor
 head -c 100000 hub.safetensors >cut.safetensors
 expect_init_error cut "train.init_from: $work/cut.safetensors: tensor wte.weight ends at byte 6432896 of the data, which has 97144 (truncated)" \
   train.init_from='"cut.safetensors"'
+
+# The README's fine-tuning example, with its own config file: weights exported from a run of the
+# demo's shape, text tokenized into demo-data/, then the config run as it is (on one rank here).
+mkdir -p example/configs example/demo-data
+cp "$TRAINCTL_SOURCE_DIR/configs/gpt2_finetune.toml" example/configs/
+write_config demo.toml gpt2-demo model.kind='"gpt2"' model.n_layer=3 model.n_head=4 model.n_embd=128 \
+  model.block_size=128 job.ranks_per_node=1 train.steps=2
+"$TRAINCTL" run demo.toml >/dev/null
+"$TRAINCTL" export runs/gpt2-demo -o example/weights/gpt2-demo >/dev/null
+"$TRAINCTL" data tokenize /usr/share/common-licenses/GPL-3 -o example/demo-data/finetune_train.bin \
+  --val-out example/demo-data/finetune_val.bin >/dev/null
+"$TRAINCTL" validate example/configs/gpt2_finetune.toml >/dev/null
+"$TRAINCTL" run example/configs/gpt2_finetune.toml --ranks 1 --run-dir runs/example >example.log
+grep -qF "trainctl: init_from at step 0: $work/example/weights/gpt2-demo" example.log &&
+  grep -qF "trainctl: done at step 300" example.log || fail "the fine-tuning example did not run: $(cat example.log)"
 echo "PASS"

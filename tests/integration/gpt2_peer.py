@@ -11,6 +11,9 @@ data file, batch, optimizer settings) it reads from the checkpoint's resolved co
                             the Hugging Face Hub's GPT-2 files are (no "transformer." prefix, the
                             causal-mask buffers and the tied lm_head.weight stored too)
   same-weights CKPT FILE    the checkpoint's weights are the safetensors file's, bitwise
+  greedy CKPT --prompt-tokens JSON --tokens N
+                            PyTorch's greedy continuation (argmax, the lowest id among equal
+                            maxima) of the prompt's tokens, as a JSON list of N tokens
 """
 import argparse
 import functools
@@ -295,6 +298,17 @@ def command_same_weights(args):
     print(f"{args.checkpoint}: all {len(weights)} tensors are {args.safetensors}'s, bitwise")
 
 
+def command_greedy(args):
+    checkpoint = Checkpoint(args.checkpoint)
+    model = checkpoint.model()
+    tokens = json.loads(args.prompt_tokens)
+    generated = []
+    with torch.no_grad():
+        for _ in range(args.tokens):
+            generated.append(int(model(torch.tensor([(tokens + generated)[-checkpoint.block_size:]]))[0, -1].argmax()))
+    print(json.dumps(generated))
+
+
 def command_sample(args):
     """Teacher-forced on trainctl's output: each generated token must be PyTorch's argmax (the lowest
     id among equal maxima) over the same cropped context, so the two greedy decodings are equal."""
@@ -345,6 +359,11 @@ def main():
     same_weights.add_argument("checkpoint")
     same_weights.add_argument("safetensors")
     same_weights.set_defaults(run=command_same_weights)
+    greedy = commands.add_parser("greedy")
+    greedy.add_argument("checkpoint")
+    greedy.add_argument("--prompt-tokens", required=True)
+    greedy.add_argument("--tokens", type=int, required=True)
+    greedy.set_defaults(run=command_greedy)
     args = parser.parse_args()
     args.run(args)
 

@@ -8,13 +8,7 @@
 # is exit 2 with its exact message. SKIP (77) only when npm cannot reach its registry.
 source "$(dirname "$0")/lib.sh"
 source "$TRAINCTL_SOURCE_DIR/tests/integration/tiktoken_npm.sh"
-npm_status=0
-install_tiktoken_npm || npm_status=$?
-if [ $npm_status -eq 77 ]; then
-  echo "SKIP: npm cannot reach its registry to install ${tiktoken_npm_packages[*]}"
-  exit 77
-fi
-[ $npm_status -eq 0 ] || fail "npm install ${tiktoken_npm_packages[*]} failed (above)"
+require_tiktoken_npm
 gpt2=$GPT2_TOKENIZER_DIR
 oracle() { node "$TRAINCTL_SOURCE_DIR/tests/integration/tiktoken_oracle.mjs" "$@"; }
 

