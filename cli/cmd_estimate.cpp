@@ -60,23 +60,26 @@ struct Component {
   int64_t bytes;
   bool device = false;          // in the memory of train.device (not the host's) when that is a GPU
   bool rank_zero_only = false;  // checkpoint staging
+  bool once_per_node = false;   // mapped files: in every rank's resident set, but one copy per node
 };
 
-// What the data of a run holds in memory on every rank: the train and val files as loaded, the
-// sampler's order (an int32 per training example) and one host batch.
+// What the data of a run holds in memory on every rank: the train and val files as loaded or
+// mapped, the sampler's order (an int32 per training example) and one host batch.
 struct DataMemory {
   int64_t bytes = 0;
-  bool read = false;  // false: --no-preflight, the files were not opened
+  int64_t mapped_bytes = 0;  // files mapped, shared by the ranks of a node
+  bool read = false;         // false: --no-preflight, the files were not opened
 };
 
 DataMemory data_memory(const RunSpec& run, const ModelFootprint& model, bool read_files) {
-  DataMemory memory{model.host_batch_bytes, read_files};
+  DataMemory memory{model.host_batch_bytes, 0, read_files};
   if (!read_files) return memory;
   const ModelKind& kind = model_kind(run.model);
   const auto add = [&](const char* key, const std::string& path, bool sampled) {
     try {
       const DataFootprint data = kind.data_footprint(path, run.model);
-      memory.bytes += data.bytes + (sampled ? data.examples * static_cast<int64_t>(sizeof(int32_t)) : 0);
+      (data.mapped ? memory.mapped_bytes : memory.bytes) += data.bytes;
+      memory.bytes += sampled ? data.examples * static_cast<int64_t>(sizeof(int32_t)) : 0;
     } catch (const DataError& error) {
       throw BadInput(fmt::format("data.{}: {}", key, error.what()));
     }
@@ -103,6 +106,7 @@ std::vector<Component> memory_components(const RunSpec& run, const ModelFootprin
       {"activations", model.activation_bytes, gpu},
       {"CPU kernel scratch", gpu ? 0 : model.cpu_scratch_bytes},
       {"data", data.bytes},
+      {"data, mapped (once a node)", data.mapped_bytes, false, false, true},
       {"checkpoint staging (rank 0)", (1 + optimizer_buffers) * tensor_bytes, false, true},
       {"process base", process_base},
   };
@@ -149,6 +153,15 @@ Estimate estimate_of(const Config& config, bool read_files) {
   return estimate;
 }
 
+// The host memory a node needs, which job.mem limits: rank 0's and the other ranks' (without
+// checkpoint staging and the mapped files, which rank 0's count once).
+int64_t node_host_bytes(const JobSpec& job, const std::vector<Component>& memory) {
+  const int64_t rank_zero = total_bytes(memory, [](const Component& c) { return !c.device; });
+  const int64_t other_rank = total_bytes(
+      memory, [](const Component& c) { return !c.device && !c.rank_zero_only && !c.once_per_node; });
+  return rank_zero + (job.ranks_per_node - 1) * other_rank;
+}
+
 void print_estimate(const Config& config, const Estimate& estimate) {
   const RunSpec& run = *config.run;
   const ModelFootprint& model = estimate.model;
@@ -180,19 +193,16 @@ void print_estimate(const Config& config, const Estimate& estimate) {
       estimate.other_recompute ? std::optional(total_bytes(*estimate.other_recompute)) : std::nullopt);
   if (estimate.other_recompute) fmt::print("* as configured (train.recompute = {})\n", run.train.recompute);
   fmt::print("ranks other than 0 need the total less the checkpoint staging.\n");
+  const int64_t mapped = total_bytes(estimate.memory, [](const Component& c) { return c.once_per_node; });
+  if (mapped > 0)
+    fmt::print("the mapped data ({} MiB) are in each rank's resident set but held once a node (the page cache), "
+               "so {} rank(s) of a node need {} MiB of host memory.\n",
+               mib(mapped), config.job.ranks_per_node, mib(node_host_bytes(config.job, estimate.memory)));
   if (!estimate.data_read) fmt::print("data: the files were not read (--no-preflight); only one batch is counted.\n");
   if (run.train.device != "cpu")
     fmt::print("train.device = \"{}\": weights, gradients, optimizer state and activations are its memory, the "
                "rest ({} MiB) the host's; the device runtime's own memory is not counted.\n",
                run.train.device, mib(total_bytes(estimate.memory, [](const Component& c) { return !c.device; })));
-}
-
-// The host memory a node needs, which job.mem limits: rank 0's and the other ranks' (without
-// checkpoint staging).
-int64_t node_host_bytes(const JobSpec& job, const std::vector<Component>& memory) {
-  const int64_t rank_zero = total_bytes(memory, [](const Component& c) { return !c.device; });
-  const int64_t other_rank = total_bytes(memory, [](const Component& c) { return !c.device && !c.rank_zero_only; });
-  return rank_zero + (job.ranks_per_node - 1) * other_rank;
 }
 
 void warn_about_memory(const JobSpec& job, const std::vector<Component>& memory) {

@@ -1,7 +1,10 @@
 // llm.c's token file format: see token_file.h.
 #include "token_file.h"
 
+#include <fcntl.h>
 #include <glob.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -11,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -74,17 +78,53 @@ std::vector<std::string> token_file_paths(const std::string& pattern) {
 
 int64_t read_token_count(const std::string& path) { return open_token_file(path).count; }
 
+namespace {
+void require_below_vocab_size(const std::string& path, std::span<const uint16_t> tokens, int64_t vocab_size) {
+  const auto too_large = std::find_if(tokens.begin(), tokens.end(), [&](uint16_t token) { return token >= vocab_size; });
+  if (too_large != tokens.end())
+    throw DataError(fmt::format("{}: token {} at position {} is not below model.vocab_size = {}", path, *too_large,
+                                too_large - tokens.begin(), vocab_size));
+}
+}  // namespace
+
 std::vector<uint16_t> read_token_file(const std::string& path, int64_t vocab_size) {
   OpenTokenFile file = open_token_file(path);
   std::vector<uint16_t> tokens(static_cast<size_t>(file.count));
   file.in.read(reinterpret_cast<char*>(tokens.data()), file.count * static_cast<int64_t>(sizeof(uint16_t)));
   if (!file.in) throw DataError(fmt::format("cannot read token file {}: {}", path, std::strerror(errno)));
-  const auto too_large = std::find_if(tokens.begin(), tokens.end(), [&](uint16_t token) { return token >= vocab_size; });
-  if (too_large != tokens.end())
-    throw DataError(fmt::format("{}: token {} at position {} is not below model.vocab_size = {}", path, *too_large,
-                                too_large - tokens.begin(), vocab_size));
+  require_below_vocab_size(path, tokens, vocab_size);
   return tokens;
 }
+
+MappedTokenFile::MappedTokenFile(const std::string& path, int64_t vocab_size) {
+  const int64_t count = read_token_count(path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw DataError(fmt::format("cannot read token file {}: {}", path, std::strerror(errno)));
+  mapped_bytes_ = static_cast<size_t>(kHeaderBytes + count * static_cast<int64_t>(sizeof(uint16_t)));
+  void* mapping = ::mmap(nullptr, mapped_bytes_, PROT_READ, MAP_SHARED, fd, 0);
+  const int mmap_errno = errno;
+  ::close(fd);  // the mapping keeps the file
+  if (mapping == MAP_FAILED)
+    throw DataError(fmt::format("cannot map token file {}: {}", path, std::strerror(mmap_errno)));
+  mapping_ = mapping;
+  tokens_ = {reinterpret_cast<const uint16_t*>(static_cast<const char*>(mapping) + kHeaderBytes),
+             static_cast<size_t>(count)};
+  try {
+    require_below_vocab_size(path, tokens_, vocab_size);
+  } catch (...) {
+    ::munmap(mapping_, mapped_bytes_);
+    throw;
+  }
+}
+
+MappedTokenFile::~MappedTokenFile() {
+  if (mapping_ != nullptr) ::munmap(mapping_, mapped_bytes_);
+}
+
+MappedTokenFile::MappedTokenFile(MappedTokenFile&& other) noexcept
+    : mapping_(std::exchange(other.mapping_, nullptr)),
+      mapped_bytes_(std::exchange(other.mapped_bytes_, 0)),
+      tokens_(std::exchange(other.tokens_, {})) {}
 
 void write_token_file(const std::string& path, std::span<const uint16_t> tokens) {
   TokenFileWriter writer(path);

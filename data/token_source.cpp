@@ -19,8 +19,8 @@ void require_one_window(const std::string& path, int64_t count, int64_t block_si
 TokenSource::TokenSource(std::string pattern, int64_t block_size, int64_t vocab_size)
     : pattern_(std::move(pattern)), block_size_(block_size) {
   for (const std::string& path : token_file_paths(pattern_)) {
-    Shard shard{path, read_token_file(path, vocab_size), examples_};
-    const auto count = static_cast<int64_t>(shard.tokens.size());
+    Shard shard{path, MappedTokenFile(path, vocab_size), examples_};
+    const auto count = static_cast<int64_t>(shard.file.tokens().size());
     require_one_window(path, count, block_size);
     examples_ += (count - 1) / block_size;
     shards_.push_back(std::move(shard));
@@ -35,7 +35,7 @@ const uint16_t* TokenSource::window(int64_t example) const {
   // The last shard whose first window is at or before `example`.
   const auto shard = std::prev(std::upper_bound(shards_.begin(), shards_.end(), example,
                                                 [](int64_t index, const Shard& s) { return index < s.first_example; }));
-  return shard->tokens.data() + (example - shard->first_example) * block_size_;
+  return shard->file.tokens().data() + (example - shard->first_example) * block_size_;
 }
 
 void TokenSource::gather(const std::vector<int32_t>& indices, Batch& batch) const {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "batch.h"
+#include "token_file.h"
 
 namespace trainctl {
 
@@ -18,8 +19,9 @@ void require_one_window(const std::string& path, int64_t count, int64_t block_si
 
 class TokenSource : public BatchSource {
  public:
-  // Reads every shard `pattern` names (token_file.h) and checks it against the model: tokens
-  // below vocab_size, at least block_size + 1 tokens per shard. Throws DataError.
+  // Maps every shard `pattern` names (token_file.h's MappedTokenFile: one copy per node, in the
+  // page cache) and checks it against the model: tokens below vocab_size, at least
+  // block_size + 1 tokens per shard. Throws DataError.
   TokenSource(std::string pattern, int64_t block_size, int64_t vocab_size);
 
   int64_t examples() const override { return examples_; }
@@ -30,8 +32,8 @@ class TokenSource : public BatchSource {
  private:
   struct Shard {
     std::string path;
-    std::vector<uint16_t> tokens;  // as stored: widening a whole file to int32 would double its memory
-    int64_t first_example = 0;     // global index of its window 0
+    MappedTokenFile file;        // uint16 as stored: widening a whole file to int32 would double its memory
+    int64_t first_example = 0;  // global index of its window 0
   };
   const uint16_t* window(int64_t example) const;
 

@@ -88,8 +88,9 @@ void check_tokens(const std::string& pattern, const ModelSpec& spec) { checked_t
 DataFootprint token_footprint(const std::string& pattern, const ModelSpec& spec) {
   const int64_t block_size = std::get<Gpt2Spec>(spec.config).block_size;
   DataFootprint footprint;
+  footprint.mapped = true;  // TokenSource maps the shards
   for (int64_t count : checked_token_counts(pattern, spec)) {
-    footprint.bytes += count * static_cast<int64_t>(sizeof(uint16_t));  // TokenSource keeps them as stored
+    footprint.bytes += count * static_cast<int64_t>(sizeof(uint16_t));
     footprint.examples += (count - 1) / block_size;                      // its windows
   }
   return footprint;

@@ -50,6 +50,9 @@ struct ModelFootprint {
 struct DataFootprint {
   int64_t bytes = 0;
   int64_t examples = 0;  // what the sampler draws from
+  // The bytes are the files' pages, mapped: in every rank's resident set, but held once per node
+  // (token shards), rather than read into each rank (classification data).
+  bool mapped = false;
 };
 
 struct ModelKind {

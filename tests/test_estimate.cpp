@@ -157,9 +157,10 @@ TEST_CASE("GPT-2's footprint is what a built GPT-2 allocates, with and without r
   CHECK(stored.host_batch_bytes == 2 * 2 * 5 * 4);  // tokens and targets, int32 [2, 5]
   CHECK(stored.cpu_scratch_bytes == 3 * 5 * 5 * 4);  // the attention's three 5 x 5 matrices
   CHECK(stored.largest_tensor == 4 * 8 * 8);         // c_fc's weight, beside wte's 11 x 8
-  // bf16 adds the widest A, the MLP's [10, 32], and the widest B, the same beside wte and c_fc.
+  // bf16 adds the widest A, the logits' gradient [10, 128] (the vocabulary of 11 padded to 128
+  // rows), and the widest B, wte in memory [128, 8].
   CHECK(trainctl::gpt2_footprint(gpt2_spec(), options_for(2, Precision::kBf16, false)).cpu_scratch_bytes ==
-        (3 * 5 * 5 + 10 * 32 + 10 * 32) * 4);
+        (3 * 5 * 5 + 10 * 128 + 128 * 8) * 4);
 }
 
 TEST_CASE("the data footprints are what the sources hold, read from the files' headers") {
@@ -184,6 +185,8 @@ TEST_CASE("the data footprints are what the sources hold, read from the files' h
   const trainctl::DataFootprint token = trainctl::model_kind(gpt2_spec()).data_footprint(shards, gpt2_spec());
   CHECK(token.examples == trainctl::TokenSource(shards, 5, 11).examples());  // 4 + 2 windows
   CHECK(token.bytes == (23 + 12) * 2);
+  CHECK(token.mapped);  // the shards' pages, once per node
+  CHECK_FALSE(classification.mapped);
   CHECK_THROWS_AS(trainctl::model_kind(gpt2_spec()).data_footprint(directory / "none.bin", gpt2_spec()),
                   trainctl::DataError);
 }
