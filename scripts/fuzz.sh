@@ -37,7 +37,12 @@ if [ ! -f "$build_dir/build.ninja" ]; then
   CXX=clang++ meson setup "$build_dir" -Dfuzzing=enabled -Db_sanitize=address,undefined -Db_lundef=false \
     -Dcuda=disabled -Dmpi=disabled -Dbuildtype=debugoptimized -Dcpp_args=-fsanitize=fuzzer-no-link >/dev/null
 fi
-ninja -C "$build_dir" -j 2 "${targets[@]/#/fuzz/fuzz_}" >/dev/null
+# ninja reports compile errors on stdout: shown only when the build fails.
+build_log=$(ninja -C "$build_dir" -j 2 "${targets[@]/#/fuzz/fuzz_}") || {
+  echo "$build_log" >&2
+  echo "fuzz.sh: the fuzz targets did not build (above)" >&2
+  exit 1
+}
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

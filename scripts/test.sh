@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
+# The npm packages the tokenizer tests take as their oracle, installed once here rather than by
+# two tests at once into one cache; where npm cannot reach its registry those tests skip.
+bash -c 'source tests/integration/tiktoken_npm.sh && install_tiktoken_npm' || true
 # The CUDA code's tests run on the CPU implementation of CUDA: a build that cannot make it fails
 # here with the reason, instead of leaving those tests out.
 if ! scripts/build.sh -Dcuda-on-cpu=enabled; then

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -35,7 +37,14 @@ float widen(const char* bytes, const std::string& dtype) {
   uint16_t half_bits;
   std::memcpy(&half_bits, bytes, sizeof(half_bits));
   if (dtype == "BF16") return std::bit_cast<float>(static_cast<uint32_t>(half_bits) << 16);
-  return static_cast<float>(std::bit_cast<_Float16>(half_bits));  // F16
+  // F16 by its fields (_Float16 is not in every compiler the project builds with, clang 14 among
+  // them): each value is a small integer times a power of two, which float holds exactly.
+  const float sign = half_bits >> 15 != 0 ? -1.0f : 1.0f;
+  const int exponent = half_bits >> 10 & 0x1F;
+  const auto mantissa = static_cast<float>(half_bits & 0x3FF);
+  if (exponent == 0x1F) return mantissa != 0.0f ? std::numeric_limits<float>::quiet_NaN() : sign * INFINITY;
+  if (exponent == 0) return sign * std::ldexp(mantissa, -24);  // subnormal
+  return sign * std::ldexp(mantissa + 1024.0f, exponent - 25);
 }
 
 size_t dtype_bytes(const std::string& dtype) { return dtype == "F32" ? 4 : dtype == "BF16" || dtype == "F16" ? 2 : 0; }

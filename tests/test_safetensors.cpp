@@ -114,16 +114,17 @@ TEST_CASE("safetensors: what the writer writes reads back bitwise, in data order
 }
 
 TEST_CASE("safetensors: BF16 and F16 widen to float exactly") {
-  // BF16 0x3FC0 = 1.5, 0xC020 = -2.5; F16 0x3C00 = 1, 0xC500 = -5, 0x0001 = 2^-24 (subnormal).
-  const std::string data("\xC0\x3F\x20\xC0\x00\x3C\x00\xC5\x01\x00", 10);
+  // BF16 0x3FC0 = 1.5, 0xC020 = -2.5; F16 0x3C00 = 1, 0xC500 = -5, 0x0001 = 2^-24 (subnormal),
+  // 0x7BFF = 65504 (the largest), 0xFC00 = -infinity.
+  const std::string data("\xC0\x3F\x20\xC0\x00\x3C\x00\xC5\x01\x00\xFF\x7B\x00\xFC", 14);
   const std::string path = write_raw(
-      "halves", R"({"b":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},"h":{"dtype":"F16","shape":[3],"data_offsets":[4,10]}})",
+      "halves", R"({"b":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},"h":{"dtype":"F16","shape":[5],"data_offsets":[4,14]}})",
       data);
   const std::vector<Tensor> read = trainctl::read_safetensors(path);
   std::filesystem::remove(path);
   REQUIRE(read.size() == 2);
   CHECK(read[0].values == std::vector<float>{1.5f, -2.5f});
-  CHECK(read[1].values == std::vector<float>{1.0f, -5.0f, std::ldexp(1.0f, -24)});
+  CHECK(read[1].values == std::vector<float>{1.0f, -5.0f, std::ldexp(1.0f, -24), 65504.0f, -INFINITY});
 }
 
 TEST_CASE("safetensors: malformed files are refused, naming the file and the problem") {

@@ -15,17 +15,8 @@ settings=(model.kind='"gpt2"' data.train='"data/text_val.bin"' train.init_from='
 write_config preempted.toml finetune-preempted "${settings[@]}"
 write_config reference.toml finetune-reference "${settings[@]}"
 
-job=$(submit preempted.toml)
-wait_for_step runs/finetune-preempted 60 120
-scancel -s TERM "$job"
-wait_for_job "$job" 240 COMPLETED FAILED CANCELLED
-[ "$(job_field "$job" JobState)" = COMPLETED ] || { cat runs/finetune-preempted/logs/*; fail "job $job did not complete"; }
-[ "$(job_field "$job" Restarts)" = 1 ] || fail "expected exactly one requeue, got $(job_field "$job" Restarts)"
-
+stop_step=$(preempt_mid_run preempted.toml runs/finetune-preempted 300)
 metrics=runs/finetune-preempted/metrics.jsonl
-stop_step=$(sed -nE 's/.*"step":([0-9]+),"event":"stop".*/\1/p' $metrics)
-[ "$stop_step" -gt 60 ] && [ "$stop_step" -lt 300 ] || fail "stopped at step '$stop_step', not mid-run"
-grep -q "\"step\":$stop_step,\"event\":\"resume\"" $metrics || fail "no resume at $stop_step"
 [ "$(grep -c '"event":"init_from"' $metrics)" = 1 ] || fail "init_from was not loaded exactly once: $(grep event $metrics)"
 echo "started from init_from, signalled, saved and resumed from its own checkpoint at step $stop_step"
 

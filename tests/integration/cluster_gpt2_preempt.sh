@@ -10,16 +10,7 @@ settings=(model.kind='"gpt2"' data.val='"data/text_val.bin"' train.steps=300 tra
 write_config preempted.toml gpt2-preempted "${settings[@]}"
 write_config reference.toml gpt2-reference "${settings[@]}"
 
-job=$(submit preempted.toml)
-wait_for_step runs/gpt2-preempted 60 120
-scancel -s TERM "$job"
-wait_for_job "$job" 240 COMPLETED FAILED CANCELLED
-[ "$(job_field "$job" JobState)" = COMPLETED ] || { cat runs/gpt2-preempted/logs/*; fail "job $job did not complete"; }
-[ "$(job_field "$job" Restarts)" = 1 ] || fail "expected exactly one requeue, got $(job_field "$job" Restarts)"
-
-stop_step=$(sed -nE 's/.*"step":([0-9]+),"event":"stop".*/\1/p' runs/gpt2-preempted/metrics.jsonl)
-[ "$stop_step" -gt 60 ] && [ "$stop_step" -lt 300 ] || fail "stopped at step '$stop_step', not mid-run"
-grep -q "\"step\":$stop_step,\"event\":\"resume\"" runs/gpt2-preempted/metrics.jsonl || fail "no resume at $stop_step"
+stop_step=$(preempt_mid_run preempted.toml runs/gpt2-preempted 300)
 grep -q '"val_perplexity":' runs/gpt2-preempted/metrics.jsonl || fail "no validation perplexity logged"
 echo "signalled, saved and resumed at step $stop_step"
 

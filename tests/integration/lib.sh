@@ -162,6 +162,23 @@ submit() {
   echo "$output" | sed -n 's/^submitted job //p'
 }
 
+# preempt_mid_run CONFIG RUN STEPS: submits CONFIG, signals its job (scancel -s TERM) once RUN
+# has logged step 60 and waits for it to complete after exactly one requeue; prints the step it
+# stopped and resumed at, which must be mid-run: past 60, before STEPS.
+preempt_mid_run() {
+  local config=$1 run=$2 steps=$3 job stop_step
+  job=$(submit "$config")
+  wait_for_step "$run" 60 120
+  scancel -s TERM "$job"
+  wait_for_job "$job" 240 COMPLETED FAILED CANCELLED
+  [ "$(job_field "$job" JobState)" = COMPLETED ] || { cat "$run"/logs/* >&2; fail "job $job did not complete"; }
+  [ "$(job_field "$job" Restarts)" = 1 ] || fail "expected exactly one requeue, got $(job_field "$job" Restarts)"
+  stop_step=$(sed -nE 's/.*"step":([0-9]+),"event":"stop".*/\1/p' "$run/metrics.jsonl")
+  [ "$stop_step" -gt 60 ] && [ "$stop_step" -lt "$steps" ] || fail "stopped at step '$stop_step', not mid-run"
+  grep -q "\"step\":$stop_step,\"event\":\"resume\"" "$run/metrics.jsonl" || fail "no resume at $stop_step"
+  echo "$stop_step"
+}
+
 # track_most_running JOB FILE &: samples the job array JOB until it has left the queue's active
 # states, keeping in FILE the most tasks seen running at once.
 track_most_running() {
