@@ -83,15 +83,21 @@ void Comm::allreduce_sum(double* data, size_t count) {
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
 }
 
-void Comm::broadcast(void* data, size_t bytes) {
+void Comm::broadcast(void* data, size_t bytes, int root) {
   if (world_size_ == 1) return;
-  MPI_CHECK(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD));
+  MPI_CHECK(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
 }
 
 void Comm::barrier() { MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
 
+int Comm::lowest_rank_where(bool here) {
+  int lowest = here ? rank_ : world_size_;
+  if (world_size_ > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  return lowest;
+}
+
 void Comm::abort(int exit_code) {
-  if (world_size_ > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  if (world_size_ > 1 && !failure_on_every_rank_) MPI_Abort(MPI_COMM_WORLD, exit_code);
   MPI_Finalize();
   std::exit(exit_code);
 }
@@ -112,8 +118,9 @@ Comm::Comm(int*, char***) {
 Comm::~Comm() = default;
 void Comm::allreduce_sum(float*, size_t) {}
 void Comm::allreduce_sum(double*, size_t) {}
-void Comm::broadcast(void*, size_t) {}
+void Comm::broadcast(void*, size_t, int) {}
 void Comm::barrier() {}
+int Comm::lowest_rank_where(bool here) { return here ? 0 : 1; }
 void Comm::abort(int exit_code) { std::exit(exit_code); }
 
 #endif

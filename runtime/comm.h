@@ -30,16 +30,24 @@ class Comm {
 
   void allreduce_sum(float* data, size_t count);
   void allreduce_sum(double* data, size_t count);
-  void broadcast(void* data, size_t bytes);  // from rank 0
+  void broadcast(void* data, size_t bytes, int root = 0);
   void barrier();
-  // Ends every rank of the job (a failure on one rank must not leave the others waiting).
+  // The lowest rank where `here` is true, or world_size() where it is true on none.
+  int lowest_rank_where(bool here);
+  // Ends every rank of the job with `exit_code`: at once (MPI_Abort), since a failure on one rank
+  // must not leave the others waiting in a collective call; or, after
+  // note_failure_on_every_rank(), each rank by itself (rank_failure.h says why).
   [[noreturn]] void abort(int exit_code);
+  // Every rank is failing at the same point, and knows it (an agreed loss that is not finite,
+  // all_or_none).
+  void note_failure_on_every_rank() { failure_on_every_rank_ = true; }
 
  private:
   int rank_ = 0;
   int world_size_ = 1;
   int local_rank_ = 0;
   std::vector<std::string> node_names_;
+  bool failure_on_every_rank_ = false;
 };
 
 }  // namespace trainctl

@@ -57,13 +57,18 @@ class DeviceCollectiveSync : public GradientSync {
 
 }  // namespace
 
+void require_gradient_sync(const Device& device, const Comm& comm) {
+  if (comm.world_size() > 1 && !device.collectives && &device != &cpu_device())
+    throw BadInput(fmt::format("train.device = \"{}\" on {} ranks needs collectives over its memory (NCCL), which "
+                               "its backend library was built without (meson -Dnccl=disabled, or no NCCL found)",
+                               device.name, comm.world_size()));
+}
+
 std::unique_ptr<GradientSync> make_gradient_sync(const Device& device, Comm& comm) {
+  require_gradient_sync(device, comm);
   if (comm.world_size() == 1) return std::make_unique<NoSync>();
   if (device.collectives) return std::make_unique<DeviceCollectiveSync>(*device.collectives, comm);
-  if (&device == &cpu_device()) return std::make_unique<MpiSync>(comm);
-  throw BadInput(fmt::format("train.device = \"{}\" on {} ranks needs collectives over its memory (NCCL), which "
-                             "its backend library was built without (meson -Dnccl=disabled, or no NCCL found)",
-                             device.name, comm.world_size()));
+  return std::make_unique<MpiSync>(comm);
 }
 
 }  // namespace trainctl

@@ -24,7 +24,10 @@ class GradientSync {
   virtual void finish(float* gradients, int64_t count) = 0;
 };
 
-// Throws BadInput for a device other than the CPU without collectives on several ranks.
+// Throws BadInput for a device other than the CPU without collectives on several ranks. Makes no
+// collective call, unlike make_gradient_sync, which checks the same first.
+void require_gradient_sync(const Device& device, const Comm& comm);
+// A collective call where the device has collectives (they open a group of every rank).
 std::unique_ptr<GradientSync> make_gradient_sync(const Device& device, Comm& comm);
 
 }  // namespace trainctl

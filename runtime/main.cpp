@@ -15,6 +15,7 @@
 #include "config_reader.h"
 #include "exit_codes.h"
 #include "metrics.h"
+#include "rank_failure.h"
 #include "run_layout.h"
 #include "signals.h"
 #include "trainer.h"
@@ -76,11 +77,10 @@ int main(int argc, char** argv) {
     // Every rank reads the same file, so every rank exits here; rank 0 alone says why.
     if (comm.rank() == 0) report("bad config", error.what());
     return exit_code::kBadConfig;
-  } catch (const BadInput& error) {
-    report("bad input", error.what());
-    comm.abort(exit_code::kBadConfig);
+  } catch (const FailedOnAnotherRank& error) {
+    return error.exit_code;
   } catch (const std::exception& error) {
-    report("error", error.what());
-    comm.abort(exit_code::kFailed);
+    report(dynamic_cast<const BadInput*>(&error) != nullptr ? "bad input" : "error", error.what());
+    comm.abort(exit_code_of(error));
   }
 }

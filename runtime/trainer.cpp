@@ -20,6 +20,7 @@
 #include "heartbeat.h"
 #include "metrics.h"
 #include "optimizer.h"
+#include "rank_failure.h"
 #include "registry.h"
 #include "sampler.h"
 #include "signals.h"
@@ -86,6 +87,7 @@ std::unique_ptr<BatchSource> open_data(const RunSpec& spec, const char* key, con
 
 class Run {
  public:
+  // Sets up this rank by itself: no collective call, so that train() can agree on its failures.
   Run(const RunSpec& spec, const std::string& config_text, const RunLayout& layout, Comm& comm)
       : spec_(spec),
         layout_(layout),
@@ -99,13 +101,16 @@ class Run {
         model_(build_model(spec.model, device_,
                            {spec.train.micro_batch, spec.train.precision, spec.train.recompute, Stream{}})),
         global_terms_(global_batch_ * model_->loss_terms_per_example()),
-        gradient_sync_(make_gradient_sync(device_, comm)),
         optimizer_(spec.train, device_, Stream{}, model_->parameter_layout()),
         checkpoints_(layout, spec, config_text, tokenizer_hash(), global_batch_, comm, *model_, optimizer_),
         metrics_(layout.metrics(), metrics_setup(), comm.rank() == 0),
-        heartbeat_(layout.heartbeat(), comm.rank() == 0) {}
+        heartbeat_(layout.heartbeat(), comm.rank() == 0) {
+    require_gradient_sync(device_, comm);
+  }
 
+  // Everything from here on may call collectives.
   int run() {
+    gradient_sync_ = make_gradient_sync(device_, comm_);
     int64_t step = start();
     last_save_ = std::chrono::steady_clock::now();
     auto window_start = std::chrono::steady_clock::now();
@@ -126,10 +131,12 @@ class Run {
       comm_.allreduce_sum(agreed.data(), agreed.size());
       last_loss_ = agreed[0] / static_cast<double>(global_terms_);
       heartbeat_.beat(step);
-      if (!std::isfinite(last_loss_))
+      if (!std::isfinite(last_loss_)) {
+        comm_.note_failure_on_every_rank();
         throw std::runtime_error(fmt::format("the training loss is {} at step {}; stopping without saving (the last "
                                              "checkpoint stays as it was)",
                                              last_loss_, step));
+      }
       // A signal on the last step needs no requeue: the run is done.
       const bool stop = agreed[1] > 0.0 && step < spec_.train.steps;
 
@@ -345,7 +352,11 @@ class Run {
 }  // namespace
 
 int train(const RunSpec& spec, const std::string& config_text, const RunLayout& layout, Comm& comm) {
-  return Run(spec, config_text, layout, comm).run();
+  // Each rank sets up by itself (no collective call: the device, the data, the model); where that
+  // fails on any rank, all ranks end together.
+  std::unique_ptr<Run> run;
+  all_or_none(comm, [&] { run = std::make_unique<Run>(spec, config_text, layout, comm); });
+  return run->run();
 }
 
 }  // namespace trainctl

@@ -89,6 +89,9 @@ if [ "$TRAINCTL_HAVE_CUDA_ON_CPU" = 1 ]; then
     write_config cuda2.toml cuda2 "${gpt2[@]}" train.device='"cuda"' job.ranks_per_node=2 job.gpus_per_node=2
     TRAINCTL_CUDA_BACKEND=cpu CUDA_VISIBLE_DEVICES=3 expect_exit 2 "$TRAINCTL" run cuda2.toml --ranks 2
     expect_message '2 ranks on this node but only 1 GPUs visible (CUDA_VISIBLE_DEVICES="3"); each rank needs a GPU'
+    # Both ranks fail alike in their set-up, so they end together, without MPI_Abort, whose
+    # messages from two ranks at once can crash mpirun (rank_failure.h).
+    ! grep -q MPI_ABORT err.txt || fail "the ranks aborted instead of ending together: $(cat err.txt)"
   fi
 fi
 echo "PASS"
