@@ -112,6 +112,7 @@ TrainSpec parse_train(TableReader reader) {
   train.device = reader.choice("device", {"cpu", "cuda"}, "cpu");
   train.precision = reader.choice("precision", {"fp32", "bf16"}, "fp32") == "bf16" ? Precision::kBf16 : Precision::kFp32;
   train.recompute = reader.boolean("recompute", false);
+  train.zero = reader.integer("zero", 0, 0, 1);
   train.init_from = reader.optional_string("init_from");
   if (train.init_from && train.init_from->empty()) reader.fail("init_from", "must not be empty (leave the key out for a fresh init)");
   if (train.init_from) check_path_length(reader, "init_from", *train.init_from);
@@ -128,7 +129,7 @@ TrainSpec parse_train(TableReader reader) {
   return train;
 }
 
-CheckpointSpec parse_checkpoint(TableReader reader) {
+CheckpointSpec parse_checkpoint(TableReader reader, const TrainSpec& train) {
   CheckpointSpec checkpoint;
   checkpoint.every_steps = reader.integer("every_steps", 0, 0, kMaxSteps);
   checkpoint.every_minutes = reader.number("every_minutes", 0.0);
@@ -137,6 +138,11 @@ CheckpointSpec parse_checkpoint(TableReader reader) {
     reader.fail("every_minutes", fmt::format("must be at most {} (a year)", kMaxEveryMinutes));
   checkpoint.keep_last = reader.integer("keep_last", 3, 1, kMaxKeepLast);
   checkpoint.keep_best = reader.boolean("keep_best", false);
+  checkpoint.sharded = reader.boolean("sharded", train.zero > 0);
+  if (train.zero > 0 && !checkpoint.sharded)
+    reader.fail("sharded", fmt::format("must be true with train.zero = {}: no rank holds the whole optimizer state",
+                                       train.zero));
+  checkpoint.async = reader.boolean("async", false);
   reader.reject_unknown();
   return checkpoint;
 }
@@ -186,7 +192,7 @@ RunSpec parse_run_spec(const toml::table& root, const std::string& file) {
   spec.model = parse_model(TableReader::child(root, "model", file));
   spec.data = parse_data(TableReader::child(root, "data", file));
   spec.train = parse_train(TableReader::child(root, "train", file));
-  spec.checkpoint = parse_checkpoint(TableReader::child(root, "checkpoint", file));
+  spec.checkpoint = parse_checkpoint(TableReader::child(root, "checkpoint", file), spec.train);
   spec.metrics = parse_metrics(TableReader::child(root, "metrics", file));
   require_validation(spec, root, file);
   return spec;

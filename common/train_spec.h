@@ -89,6 +89,10 @@ struct TrainSpec {
   // trainctl checkpoint), with a fresh optimizer. A run that has checkpoints of its own resumes
   // from them instead.
   std::optional<std::string> init_from;
+  // ZeRO stage: 0 keeps the whole optimizer state on every rank; 1 shards it across the
+  // data-parallel ranks (gradients reduce-scattered, each rank stepping its own shard, parameters
+  // all-gathered).
+  int64_t zero = 0;
 };
 
 struct CheckpointSpec {
@@ -96,6 +100,13 @@ struct CheckpointSpec {
   double every_minutes = 0.0;  // 0: off
   int64_t keep_last = 3;
   bool keep_best = false;  // also keep the checkpoint of the lowest validation loss, beyond keep_last
+  // Every rank writes its own shard of the state into a step directory (storage/sharded_checkpoint.h)
+  // instead of rank 0 writing one file. Always with train.zero = 1, whose optimizer state no rank
+  // holds whole.
+  bool sharded = false;
+  // Saves copy the state into staging buffers and a writer thread persists it while training
+  // goes on; a stop signal's save is always synchronous.
+  bool async = false;
 };
 
 struct MetricsSpec {
