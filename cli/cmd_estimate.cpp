@@ -1,9 +1,10 @@
 // trainctl estimate CONFIG [--measure N]: what a config's run needs before it waits in a queue.
-// Parameters, each rank's memory by component (with and without recompute where the model has
-// it) and the training FLOPs per step, from the model registry's footprints and the data files'
-// headers. With --measure N, N steps timed on this machine, turned into the run's expected
-// duration, a job.time and a checkpoint interval. Warnings (exit 0): job.mem below the estimate;
-// measured, a signal_grace shorter than one step plus one checkpoint write.
+// Parameters, each rank's memory by component (memory_estimate.h: with and without recompute
+// where the model has it) and the training FLOPs per step, from the model registry's footprints
+// and the data files' headers. With --measure N, N steps timed on this machine, turned into the
+// run's expected duration, a job.time and a checkpoint interval. Warnings (exit 0): job.mem below
+// the estimate (which validate, render and submit refuse); measured, a signal_grace shorter than
+// one step plus one checkpoint write.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -27,22 +28,14 @@
 #include "exit_codes.h"
 #include "json.h"
 #include "local_runtime.h"
+#include "memory_estimate.h"
 #include "preflight.h"
-#include "registry.h"
 
 namespace trainctl {
 
 namespace {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
-constexpr auto kFloat = static_cast<int64_t>(sizeof(float));
-
-// What a runtime holds beyond its start-up (runtime_startup_resident_bytes) besides the model and
-// data: HDF5's state, the metrics, the training loop's own. A 4-4-2 MLP on 256 samples for 2 steps
-// and one checkpoint peaked at 29.4 to 29.8 MiB (getrusage(RUSAGE_CHILDREN) around `trainctl run`)
-// where that runtime's start-up held 23.1 MiB: Debian 12, x86-64, a build without CUDA (Open MPI
-// 4.1.4, OpenBLAS 0.3.21, HDF5 1.10.8).
-constexpr int64_t kRuntimeStateBytes = 7 * kMiB;
 
 // --measure's suggestions. The time limit covers the measured duration with this margin (other
 // nodes, the gradient all-reduce of several ranks, a busier filesystem), then signal_grace (the
@@ -55,114 +48,12 @@ constexpr int64_t kSlurmCheckSeconds = 30;
 constexpr double kCheckpointTimeShare = 0.02;
 constexpr double kMinCheckpointIntervalSeconds = 300.0;
 
-struct Component {
-  const char* name;
-  int64_t bytes;
-  bool device = false;          // in the memory of train.device (not the host's) when that is a GPU
-  bool rank_zero_only = false;  // checkpoint staging
-  bool once_per_node = false;   // mapped files: in every rank's resident set, but one copy per node
-};
-
-// What the data of a run holds in memory on every rank: the train and val files as loaded or
-// mapped, the sampler's order (an int32 per training example) and one host batch.
-struct DataMemory {
-  int64_t bytes = 0;
-  int64_t mapped_bytes = 0;  // files mapped, shared by the ranks of a node
-  bool read = false;         // false: --no-preflight, the files were not opened
-};
-
-DataMemory data_memory(const RunSpec& run, const ModelFootprint& model, bool read_files) {
-  DataMemory memory{model.host_batch_bytes, 0, read_files};
-  if (!read_files) return memory;
-  const ModelKind& kind = model_kind(run.model);
-  const auto add = [&](const char* key, const std::string& path, bool sampled) {
-    try {
-      const DataFootprint data = kind.data_footprint(path, run.model);
-      (data.mapped ? memory.mapped_bytes : memory.bytes) += data.bytes;
-      memory.bytes += sampled ? data.examples * static_cast<int64_t>(sizeof(int32_t)) : 0;
-    } catch (const DataError& error) {
-      throw BadInput(fmt::format("data.{}: {}", key, error.what()));
-    }
-  };
-  add("train", run.data.train, true);
-  if (run.data.val) add("val", *run.data.val, false);
-  return memory;
-}
-
-// One rank's memory, component by component. Only rank 0 stages checkpoints: the host copy of
-// the weights and the optimizer state (runtime/checkpoint_manager.cpp), and a copy of one
-// optimizer tensor at a time that the writer makes (storage/checkpoint_file.cpp).
-std::vector<Component> memory_components(const RunSpec& run, const ModelFootprint& model, const DataMemory& data,
-                                         int64_t process_base) {
-  const int64_t tensor_bytes = model.parameters * kFloat;
-  const int64_t optimizer_buffers = run.train.optimizer == OptimizerKind::kAdamW ? 2 : 1;
-  const bool gpu = run.train.device != "cpu";
-  return {
-      {"weights", tensor_bytes, gpu},
-      {"gradients", tensor_bytes, gpu},
-      {run.train.optimizer == OptimizerKind::kAdamW ? "optimizer state (adamw: 2 moments)"
-                                                     : "optimizer state (sgd: momentum)",
-       optimizer_buffers * tensor_bytes, gpu},
-      {"activations", model.activation_bytes, gpu},
-      {"CPU kernel scratch", gpu ? 0 : model.cpu_scratch_bytes},
-      {"data", data.bytes},
-      {"data, mapped (once a node)", data.mapped_bytes, false, false, true},
-      {"checkpoint staging (rank 0)", (1 + optimizer_buffers) * tensor_bytes, false, true},
-      {"process base", process_base},
-  };
-}
-
-// The bytes of the components that `counts` accepts (all of them by default).
-int64_t total_bytes(const std::vector<Component>& components,
-                    bool (*counts)(const Component&) = [](const Component&) { return true; }) {
-  int64_t total = 0;
-  for (const Component& component : components)
-    if (counts(component)) total += component.bytes;
-  return total;
-}
+// The memory table's names are at least this wide, so that its columns stay where they were.
+constexpr size_t kMinNameWidth = 34;
 
 std::string mib(int64_t bytes) { return fmt::format("{:.1f}", static_cast<double>(bytes) / kMiB); }
 
-// The estimate of `config` as configured and, when the model has it, with train.recompute the
-// other way round.
-struct Estimate {
-  ModelFootprint model;
-  std::vector<Component> memory;
-  std::optional<std::vector<Component>> other_recompute;  // the same run with recompute flipped
-  bool data_read = true;
-};
-
-Estimate estimate_of(const Config& config, bool read_files) {
-  toml::table resolved = config.table;
-  resolve_data_paths(resolved, std::filesystem::absolute(config.path).parent_path().string());
-  const RunSpec run = parse_run_spec(resolved, config.path);
-  const ModelKind& kind = model_kind(run.model);
-  const ModelOptions options{run.train.micro_batch, run.train.precision, run.train.recompute, Stream{}};
-  ModelOptions flipped = options;
-  flipped.recompute = !options.recompute;
-
-  Estimate estimate;
-  estimate.model = kind.footprint(run.model, options);
-  const DataMemory data = data_memory(run, estimate.model, read_files);
-  estimate.data_read = data.read;
-  const int64_t process_base = runtime_startup_resident_bytes() + kRuntimeStateBytes;
-  estimate.memory = memory_components(run, estimate.model, data, process_base);
-  const ModelFootprint other = kind.footprint(run.model, flipped);
-  if (other.activation_bytes != estimate.model.activation_bytes)
-    estimate.other_recompute = memory_components(run, other, data, process_base);
-  return estimate;
-}
-
-// The host memory a node needs, which job.mem limits: rank 0's and the other ranks' (without
-// checkpoint staging and the mapped files, which rank 0's count once).
-int64_t node_host_bytes(const JobSpec& job, const std::vector<Component>& memory) {
-  const int64_t rank_zero = total_bytes(memory, [](const Component& c) { return !c.device; });
-  const int64_t other_rank = total_bytes(
-      memory, [](const Component& c) { return !c.device && !c.rank_zero_only && !c.once_per_node; });
-  return rank_zero + (job.ranks_per_node - 1) * other_rank;
-}
-
-void print_estimate(const Config& config, const Estimate& estimate) {
+void print_estimate(const Config& config, const MemoryEstimate& estimate) {
   const RunSpec& run = *config.run;
   const ModelFootprint& model = estimate.model;
   const int64_t world = config.job.world_size();
@@ -179,12 +70,17 @@ void print_estimate(const Config& config, const Estimate& estimate) {
   fmt::print("\n");
   const char* configured = run.train.recompute ? "recompute on" : "recompute off";
   const char* other = run.train.recompute ? "recompute off" : "recompute on";
+  // Wide enough for the longest name (ZeRO-1's optimizer state says what it is a share of).
+  size_t name_width = kMinNameWidth;
+  for (const MemoryComponent& component : estimate.memory) name_width = std::max(name_width, component.name.size());
   if (estimate.other_recompute)
-    fmt::print("{:<36}{:>16}{:>16}\n", "memory per rank (MiB)", fmt::format("{} *", configured), other);
+    fmt::print("{:<{}}{:>16}{:>16}\n", "memory per rank (MiB)", name_width + 2, fmt::format("{} *", configured),
+               other);
   else
     fmt::print("memory per rank (MiB)\n");
   auto row = [&](const std::string& name, int64_t bytes, std::optional<int64_t> other_bytes) {
-    fmt::print("  {:<34}{:>16}{}\n", name, mib(bytes), other_bytes ? fmt::format("{:>16}", mib(*other_bytes)) : "");
+    fmt::print("  {:<{}}{:>16}{}\n", name, name_width, mib(bytes),
+               other_bytes ? fmt::format("{:>16}", mib(*other_bytes)) : "");
   };
   for (size_t i = 0; i < estimate.memory.size(); ++i)
     row(estimate.memory[i].name, estimate.memory[i].bytes,
@@ -193,7 +89,7 @@ void print_estimate(const Config& config, const Estimate& estimate) {
       estimate.other_recompute ? std::optional(total_bytes(*estimate.other_recompute)) : std::nullopt);
   if (estimate.other_recompute) fmt::print("* as configured (train.recompute = {})\n", run.train.recompute);
   fmt::print("ranks other than 0 need the total less the checkpoint staging.\n");
-  const int64_t mapped = total_bytes(estimate.memory, [](const Component& c) { return c.once_per_node; });
+  const int64_t mapped = total_bytes(estimate.memory, [](const MemoryComponent& c) { return c.once_per_node; });
   if (mapped > 0)
     fmt::print("the mapped data ({} MiB) are in each rank's resident set but held once a node (the page cache), "
                "so {} rank(s) of a node need {} MiB of host memory.\n",
@@ -202,18 +98,12 @@ void print_estimate(const Config& config, const Estimate& estimate) {
   if (run.train.device != "cpu")
     fmt::print("train.device = \"{}\": weights, gradients, optimizer state and activations are its memory, the "
                "rest ({} MiB) the host's; the device runtime's own memory is not counted.\n",
-               run.train.device, mib(total_bytes(estimate.memory, [](const Component& c) { return !c.device; })));
+               run.train.device, mib(total_bytes(estimate.memory, [](const MemoryComponent& c) { return !c.device; })));
 }
 
-void warn_about_memory(const JobSpec& job, const std::vector<Component>& memory) {
-  if (!job.mem) return;
-  const int64_t needed = node_host_bytes(job, memory);
-  const int64_t limit = memory_bytes(*job.mem);
-  if (limit >= needed) return;
-  fmt::print(stderr,
-             "warning: job.mem = {} ({} MiB) is below the estimated {} MiB per node ({} rank(s) per node); the "
-             "ranks may be killed for memory\n",
-             *job.mem, mib(limit), mib(needed), job.ranks_per_node);
+void warn_about_memory(const Config& config, const MemoryEstimate& estimate) {
+  if (const std::optional<ConfigError> refusal = job_mem_refusal(config.table, config.path, config.job, estimate))
+    fmt::print(stderr, "warning: {}; validate, render and submit refuse this config\n", refusal->what());
 }
 
 // --- --measure -----------------------------------------------------------------------------
@@ -351,7 +241,7 @@ std::string duration_text(double seconds) {
   return fmt::format("{:.1f} h", seconds / 3600.0);
 }
 
-void print_measurement(const Config& config, const Estimate& estimate, const Measurement& measured) {
+void print_measurement(const Config& config, const MemoryEstimate& estimate, const Measurement& measured) {
   const RunSpec& run = *config.run;
   const double step = measured.step_time();
   const size_t steps = measured.step_seconds.size();
@@ -437,9 +327,9 @@ void add_estimate_command(CLI::App& app) {
     if (config.sweep)
       throw UsageError(fmt::format("{} has a [sweep]: estimate one task's config, with its values written in",
                                    options->config));
-    const Estimate estimate = estimate_of(config, !*no_preflight);
+    const MemoryEstimate estimate = estimate_memory(config, !*no_preflight);
     print_estimate(config, estimate);
-    warn_about_memory(config.job, estimate.memory);
+    warn_about_memory(config, estimate);
     if (options->measure == 0) return;
     const Measurement measured = measure(config, options->measure);
     print_measurement(config, estimate, measured);

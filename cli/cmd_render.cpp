@@ -1,4 +1,5 @@
 // trainctl render CONFIG [-o FILE]: prints the batch script submit would write; no side effects.
+// A config whose job.mem cannot hold its estimated memory is refused, as submit refuses it.
 // For a sweep: every array's script, and the task list on stderr.
 #include <fstream>
 
@@ -7,6 +8,7 @@
 #include "commands.h"
 #include "config_file.h"
 #include "errors.h"
+#include "memory_estimate.h"
 #include "render.h"
 #include "run_dir.h"
 #include "slurm_client.h"
@@ -60,6 +62,9 @@ void add_render_command(CLI::App& app) {
   command->add_option("--run-dir", options->run_dir, "run directory (default: runs/<job.name>)");
   command->callback([options] {
     const Config config = load_config(options->config);
+    // What submit would refuse has no script to show. Render opens no data files: the estimate
+    // counts one batch of the data, not the files.
+    check_memory_fits(config, false);
     const RunDir run_dir = chosen_run_dir(options->run_dir, config.job.name);
     const std::string script = config.sweep ? sweep_preview(config, run_dir.path()) : batch_script(config, run_dir);
     if (options->output.empty()) {

@@ -1,5 +1,6 @@
 // trainctl submit CONFIG: creates the run directory and submits its batch script with sbatch;
-// a config with [sweep] becomes a sweep directory submitted as job arrays.
+// a config with [sweep] becomes a sweep directory submitted as job arrays. Its data files
+// (preflight.h) and job.mem against the estimated memory (memory_estimate.h) are checked first.
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include "config_file.h"
 #include "run_dir.h"
 #include "errors.h"
+#include "memory_estimate.h"
 #include "preflight.h"
 #include "slurm_client.h"
 #include "sweep_submit.h"
@@ -51,6 +53,7 @@ void add_submit_command(CLI::App& app) {
   command->callback([options, no_preflight] {
     const Config config = load_config(options->config);
     if (!*no_preflight) preflight_data(config);
+    check_memory_fits(config, !*no_preflight);
     if (config.sweep) {
       if (options->resume)
         throw UsageError("--resume continues one run; a sweep's failed tasks go again with `trainctl sweep resubmit "

@@ -1,4 +1,5 @@
-// trainctl validate CONFIG: checks a config the way submit and the runtime will read it.
+// trainctl validate CONFIG: checks a config the way submit and the runtime will read it, its data
+// files (preflight.h) and that job.mem holds its estimated memory (memory_estimate.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -6,6 +7,7 @@
 #include "config_reader.h"
 #include "json.h"
 #include "config_file.h"
+#include "memory_estimate.h"
 #include "preflight.h"
 #include "sweep_submit.h"
 
@@ -19,6 +21,7 @@ void add_validate_command(CLI::App& app) {
   command->callback([config_path, no_preflight] {
     const Config config = load_config(*config_path);
     if (!*no_preflight) preflight_data(config);
+    check_memory_fits(config, !*no_preflight);
     const std::string job = fmt::format("{}: valid: job \"{}\" with {} node(s) x {} rank(s)", *config_path,
                                         config.job.name, config.job.nodes, config.job.ranks_per_node);
     if (config.program) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -102,29 +103,75 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclAllReduce(const void* send, void* receive, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t stream) {
+namespace {
+
+// Checks a collective's arguments, then waits for the work queued on its stream; `run` then makes
+// the MPI call. `buffers` must be device memory of `count` elements.
+template <typename Run>
+ncclResult_t run_collective(std::initializer_list<const void*> buffers, size_t count, ncclDataType_t type,
+                            ncclComm_t comm, cudaStream_t stream, Run run) {
   MPI_Datatype mpi_type{};
-  MPI_Op mpi_op{};
-  if (comm == nullptr || !to_mpi(type, mpi_type) || !to_mpi(op, mpi_op) || count > INT32_MAX)
-    return ncclInvalidArgument;
+  if (comm == nullptr || !to_mpi(type, mpi_type) || count > INT32_MAX) return ncclInvalidArgument;
   const std::lock_guard lock(device_mutex());
   CUstream_st* queue = resolve(stream);
   if (queue == nullptr) return ncclInvalidArgument;
   int element_bytes = 0;
   MPI_Type_size(mpi_type, &element_bytes);
   const size_t bytes = count * static_cast<size_t>(element_bytes);
-  for (const void* buffer : {send, static_cast<const void*>(receive)}) {
+  for (const void* buffer : buffers) {
     const Allocation* allocation = find_allocation(buffer, bytes);
     if (count > 0 && (allocation == nullptr || allocation->kind != MemoryKind::kDevice)) return ncclInvalidArgument;
   }
   drain(queue);
   if (sticky_error() != cudaSuccess) return ncclUnhandledCudaError;
   if (count == 0) return ncclSuccess;
-  const int status = MPI_Allreduce(send == receive ? MPI_IN_PLACE : send, receive, static_cast<int>(count), mpi_type,
-                                   mpi_op, comm->comm);
-  return status == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
+  return run(mpi_type) == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
 }
+
+}  // namespace
+
+ncclResult_t ncclAllReduce(const void* send, void* receive, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  MPI_Op mpi_op{};
+  if (!to_mpi(op, mpi_op)) return ncclInvalidArgument;
+  return run_collective({send, receive}, count, type, comm, stream, [&](MPI_Datatype mpi_type) {
+    return MPI_Allreduce(send == receive ? MPI_IN_PLACE : send, receive, static_cast<int>(count), mpi_type, mpi_op,
+                         comm->comm);
+  });
+}
+
+// `receive` is the root's only.
+ncclResult_t ncclReduce(const void* send, void* receive, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
+                        ncclComm_t comm, cudaStream_t stream) {
+  MPI_Op mpi_op{};
+  if (!to_mpi(op, mpi_op) || comm == nullptr || root < 0 || root >= comm->ranks) return ncclInvalidArgument;
+  const bool is_root = comm->rank == root;
+  return run_collective(is_root ? std::initializer_list<const void*>{send, receive} : std::initializer_list<const void*>{send},
+                        count, type, comm, stream, [&](MPI_Datatype mpi_type) {
+                          const void* source = is_root && send == receive ? MPI_IN_PLACE : send;
+                          return MPI_Reduce(source, receive, static_cast<int>(count), mpi_type, mpi_op, root,
+                                            comm->comm);
+                        });
+}
+
+// `send` is the root's only; in place when it is `receive`.
+ncclResult_t ncclBroadcast(const void* send, void* receive, size_t count, ncclDataType_t type, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+  if (comm == nullptr || root < 0 || root >= comm->ranks) return ncclInvalidArgument;
+  return run_collective({receive}, count, type, comm, stream, [&](MPI_Datatype mpi_type) {
+    if (comm->rank == root && send != receive) {
+      int element_bytes = 0;
+      MPI_Type_size(mpi_type, &element_bytes);
+      std::memcpy(receive, send, count * static_cast<size_t>(element_bytes));
+    }
+    return MPI_Bcast(receive, static_cast<int>(count), mpi_type, root, comm->comm);
+  });
+}
+
+// Each collective runs as it is called (see the top of this file), which every member of a group
+// allows: the ranks call them in the same order.
+ncclResult_t ncclGroupStart() { return ncclSuccess; }
+ncclResult_t ncclGroupEnd() { return ncclSuccess; }
 
 const char* ncclGetErrorString(ncclResult_t result) {
   switch (result) {

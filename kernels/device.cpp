@@ -143,6 +143,8 @@ void check_device_table(const Device& device) {
     require_filled(device, "collectives",
                    {TRAINCTL_OP_SLOT(*device.collectives, open), TRAINCTL_OP_SLOT(*device.collectives, close),
                     TRAINCTL_OP_SLOT(*device.collectives, all_reduce_sum),
+                    TRAINCTL_OP_SLOT(*device.collectives, reduce_scatter_sum),
+                    TRAINCTL_OP_SLOT(*device.collectives, all_gather),
                     TRAINCTL_OP_SLOT(*device.collectives, wait_reductions)});
 }
 

@@ -204,7 +204,14 @@ struct CollectiveOps {
   // Sums data[0, count) over the ranks in place, once the work queued on `after` so far is done;
   // the host does not wait.
   void (*all_reduce_sum)(DeviceGroup* group, Stream after, float* data, int64_t count);
-  // Work queued on `stream` from now on waits for every reduction started so far; the host does
+  // For ZeRO-1, over a buffer split among the ranks: rank r's range is [bounds[r], bounds[r + 1]),
+  // bounds holding ranks + 1 entries. Both start once the work queued on `after` so far is done,
+  // as all_reduce_sum does. reduce_scatter_sum: this rank's range becomes the sum over the ranks
+  // of theirs (the rest of `data` is undefined after it); all_gather: every rank's range becomes
+  // that rank's values.
+  void (*reduce_scatter_sum)(DeviceGroup* group, Stream after, float* data, const int64_t* bounds);
+  void (*all_gather)(DeviceGroup* group, Stream after, float* data, const int64_t* bounds);
+  // Work queued on `stream` from now on waits for every collective started so far; the host does
   // not wait.
   void (*wait_reductions)(DeviceGroup* group, Stream stream);
 };

@@ -1,27 +1,39 @@
 // The checkpoint manager: everything a run does with checkpoints, over the named state of its
 // model (parameter_layout) and optimizer (state buffers laid out the same way):
-//   - staging: device state copied into host buffers allocated and page-locked on the first save;
-//   - save: rank 0 writes (weights and optimizer state are identical on every rank), prunes to
-//     keep_last, and records the step in progress.step; every rank agrees before going on;
+//   - staging: device state copied into host buffers allocated and page-locked on the first save
+//     and reused;
+//   - save: rank 0 writes one file, or with checkpoint.sharded every rank writes its shard of the
+//     flat state (shard_layout.h) and rank 0 then publishes the step with its manifest
+//     (storage/sharded_checkpoint.h); then rank 0 prunes to keep_last and records the step in
+//     progress.step. With checkpoint.async the write runs on a thread of its own while training
+//     goes on, one write in flight at most; it is published once every rank's write has finished
+//     (the trainer asks at each step's agreement), and a failed one is reported and skipped;
 //   - the best checkpoint: with keep_best, a save that sets a new best validation loss is also
 //     linked into checkpoints/best/, which pruning never touches;
-//   - resume: rank 0 picks the newest checkpoint that verifies (falling back past corrupt ones),
-//     checks that it fits this run (model kind, tensor names and shapes, optimizer, global
-//     batch), and broadcasts it; every rank loads it;
+//   - resume: rank 0 picks the newest checkpoint that verifies (falling back past corrupt ones and
+//     step directories without a valid manifest), checks that it fits this run (model kind, tensor
+//     names and shapes, optimizer, global batch), and broadcasts it; every rank loads its part, so
+//     a checkpoint of any world size, sharded or not, resumes at any other;
 //   - initial weights (train.init_from): rank 0 reads the model's tensors from a safetensors
 //     file or a checkpoint, checks each name and shape, and broadcasts them.
-// The file format itself is storage/checkpoint_file.h.
+// The file formats themselves are storage/checkpoint_file.h and storage/sharded_checkpoint.h.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "checkpoint_file.h"
 #include "comm.h"
 #include "model.h"
 #include "optimizer.h"
 #include "run_layout.h"
+#include "shard_layout.h"
+#include "sharded_checkpoint.h"
 #include "train_spec.h"
 
 namespace trainctl {
@@ -36,10 +48,14 @@ struct TrainingPosition {
   BestValidation best;
 };
 
+// What a save came to, on rank 0 (elsewhere only `failure` is set alike): published, or not
+// (an asynchronous write that failed, which the run survives).
 struct SavedCheckpoint {
-  std::string path;  // on rank 0; empty elsewhere
-  double megabytes = 0.0;
-  double seconds = 0.0;
+  int64_t step = 0;
+  std::string path;
+  double megabytes = 0.0;  // written, over all ranks
+  double seconds = 0.0;    // from staging to published
+  std::string failure;     // empty once published
 };
 
 struct ResumedCheckpoint {
@@ -52,9 +68,12 @@ struct ResumedCheckpoint {
 class CheckpointManager {
  public:
   // `config_text` and `tokenizer_hash` (data.tokenizer's, empty without one) are stored in every
-  // checkpoint; `model_kind` and `global_batch` must match on resume.
+  // checkpoint; `model_kind` and `global_batch` must match on resume. `shards`: the ranks' ranges
+  // of the flat state, which a sharded save writes.
   CheckpointManager(const RunLayout& layout, const RunSpec& spec, const std::string& config_text,
-                    std::string tokenizer_hash, int64_t global_batch, Comm& comm, Model& model, Optimizer& optimizer);
+                    std::string tokenizer_hash, int64_t global_batch, const ShardLayout& shards, Comm& comm,
+                    Model& model, Optimizer& optimizer);
+  // Waits for a write in flight, which is then not published (finish_writes() publishes it).
   ~CheckpointManager();
   CheckpointManager(const CheckpointManager&) = delete;
   CheckpointManager& operator=(const CheckpointManager&) = delete;
@@ -68,12 +87,36 @@ class CheckpointManager {
   // tied lm_head.weight are skipped. Throws BadInput naming the first tensor that is missing,
   // shaped differently, or has no place in the model.
   void initialize_from(const std::string& path);
-  // Collective. `new_best`: this save's validation loss is the best so far; with keep_best, it
-  // becomes the one in checkpoints/best/.
-  SavedCheckpoint save(const TrainingPosition& position, bool new_best);
+  // Collective. Saves the state at `position`; `new_best`: its validation loss is the best so far
+  // (with keep_best, it becomes the one in checkpoints/best/). First publishes the write in
+  // flight, if any (its outcome is returned too). With checkpoint.async and not `durable`, this
+  // stages the state and returns while a thread writes it; otherwise the save is published on
+  // return, and a failure to write it throws on every rank.
+  std::vector<SavedCheckpoint> save(const TrainingPosition& position, bool new_best, bool durable);
+  // Whether this rank's write in flight has finished (false with none in flight): once it is true
+  // on every rank, finish_writes() publishes it without waiting.
+  bool write_finished() const;
+  // Collective. Publishes the write in flight, waiting for it; nothing with none.
+  std::optional<SavedCheckpoint> finish_writes();
 
  private:
-  const Checkpoint& stage(const TrainingPosition& position);
+  // One save from staging to publishing.
+  struct Write {
+    TrainingPosition position;
+    bool new_best = false;
+    std::chrono::steady_clock::time_point started;
+    std::thread thread;                // empty for a synchronous write
+    std::atomic<bool> finished{false};
+    std::string path;                  // of this rank's file
+    ShardRecord record;                // of this rank's shard
+    std::string failure;               // this rank's, "cannot write checkpoint PATH: REASON"
+  };
+
+  bool writes() const;  // whether this rank writes files at all
+  void fill_meta(CheckpointMeta& meta, const TrainingPosition& position) const;
+  void stage(const TrainingPosition& position);
+  void write_staged(Write& write) const;
+  SavedCheckpoint publish(Write& write, bool durable);
   void keep_as_best(const std::string& path) const;
   void check_fits(const Checkpoint& checkpoint, const std::string& path) const;
   std::vector<float> flatten(const std::vector<Tensor>& tensors, const std::string& suffix,
@@ -84,10 +127,13 @@ class CheckpointManager {
   const std::string& config_text_;
   std::string tokenizer_hash_;
   int64_t global_batch_;
+  const ShardLayout& shards_;
   Comm& comm_;
   Model& model_;
   Optimizer& optimizer_;
-  Checkpoint staged_;
+  Checkpoint staged_;    // unsharded, on rank 0
+  Shard staged_shard_;   // sharded
+  std::unique_ptr<Write> in_flight_;
 };
 
 }  // namespace trainctl

@@ -90,6 +90,52 @@ void Comm::broadcast(void* data, size_t bytes, int root) {
 
 void Comm::barrier() { MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
 
+namespace {
+// MPI's counts and displacements are ints.
+std::pair<std::vector<int>, std::vector<int>> counts_and_displacements(const std::vector<int64_t>& bounds) {
+  std::vector<int> counts, displacements;
+  for (size_t r = 0; r + 1 < bounds.size(); ++r) {
+    if (bounds[r + 1] > INT32_MAX)
+      throw std::runtime_error("a buffer of more than 2^31 - 1 elements needs MPI's large-count calls");
+    counts.push_back(static_cast<int>(bounds[r + 1] - bounds[r]));
+    displacements.push_back(static_cast<int>(bounds[r]));
+  }
+  return {counts, displacements};
+}
+}  // namespace
+
+void Comm::reduce_scatter_sum(float* data, const std::vector<int64_t>& bounds) {
+  if (world_size_ == 1) return;
+  const auto [counts, displacements] = counts_and_displacements(bounds);
+  // MPI puts the result at the start of the receive buffer, so it lands in a copy first.
+  std::vector<float> mine(static_cast<size_t>(counts[static_cast<size_t>(rank_)]));
+  MPI_CHECK(MPI_Reduce_scatter(data, mine.data(), counts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+  std::copy(mine.begin(), mine.end(), data + bounds[static_cast<size_t>(rank_)]);
+}
+
+void Comm::all_gather(float* data, const std::vector<int64_t>& bounds) {
+  if (world_size_ == 1) return;
+  const auto [counts, displacements] = counts_and_displacements(bounds);
+  MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), displacements.data(), MPI_FLOAT,
+                           MPI_COMM_WORLD));
+}
+
+void Comm::gather(const void* mine, void* all, size_t bytes) {
+  if (world_size_ == 1) {
+    std::memcpy(all, mine, bytes);
+    return;
+  }
+  MPI_CHECK(MPI_Gather(mine, static_cast<int>(bytes), MPI_BYTE, all, static_cast<int>(bytes), MPI_BYTE, 0,
+                       MPI_COMM_WORLD));
+}
+
+std::vector<double> Comm::all_gather(double value) {
+  std::vector<double> values(static_cast<size_t>(world_size_), value);
+  if (world_size_ > 1)
+    MPI_CHECK(MPI_Allgather(&value, 1, MPI_DOUBLE, values.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD));
+  return values;
+}
+
 int Comm::lowest_rank_where(bool here) {
   int lowest = here ? rank_ : world_size_;
   if (world_size_ > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
@@ -120,6 +166,10 @@ void Comm::allreduce_sum(float*, size_t) {}
 void Comm::allreduce_sum(double*, size_t) {}
 void Comm::broadcast(void*, size_t, int) {}
 void Comm::barrier() {}
+void Comm::reduce_scatter_sum(float*, const std::vector<int64_t>&) {}
+void Comm::all_gather(float*, const std::vector<int64_t>&) {}
+std::vector<double> Comm::all_gather(double value) { return {value}; }
+void Comm::gather(const void* mine, void* all, size_t bytes) { std::memcpy(all, mine, bytes); }
 int Comm::lowest_rank_where(bool here) { return here ? 0 : 1; }
 void Comm::abort(int exit_code) { std::exit(exit_code); }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,17 @@ class Comm {
   void allreduce_sum(float* data, size_t count);
   void allreduce_sum(double* data, size_t count);
   void broadcast(void* data, size_t bytes, int root = 0);
+  // Rank r's values are [bounds[r], bounds[r + 1]) of a buffer laid out alike on every rank
+  // (bounds has world_size() + 1 entries, bounds[0] = 0).
+  //   reduce_scatter_sum: this rank's range of `data` becomes the sum over ranks of theirs; the
+  //   rest of `data` is left as it was.
+  //   all_gather: every rank's range of `data` becomes that rank's values.
+  void reduce_scatter_sum(float* data, const std::vector<int64_t>& bounds);
+  void all_gather(float* data, const std::vector<int64_t>& bounds);
+  // Every rank's `value`, in rank order.
+  std::vector<double> all_gather(double value);
+  // Rank 0 receives every rank's `bytes` bytes at `mine` into `all`, in rank order.
+  void gather(const void* mine, void* all, size_t bytes);
   void barrier();
   // The lowest rank where `here` is true, or world_size() where it is true on none.
   int lowest_rank_where(bool here);

@@ -15,26 +15,36 @@ class NoSync : public GradientSync {
  public:
   void layer_ready(float*, int64_t, int64_t) override {}
   void finish(float*, int64_t) override {}
+  void gather_parameters(float*) override {}
 };
 
-// Host memory: the whole buffer in one MPI all-reduce, whose result does not depend on how
-// backward was split into layers.
+// Host memory: the whole buffer at once, whose result does not depend on how backward was split
+// into layers.
 class MpiSync : public GradientSync {
  public:
-  explicit MpiSync(Comm& comm) : comm_(comm) {}
+  MpiSync(Comm& comm, const ShardLayout& shards, bool zero) : comm_(comm), shards_(shards), zero_(zero) {}
   void layer_ready(float*, int64_t, int64_t) override {}
-  void finish(float* gradients, int64_t count) override { comm_.allreduce_sum(gradients, static_cast<size_t>(count)); }
+  void finish(float* gradients, int64_t) override {
+    comm_.reduce_scatter_sum(gradients, shards_.bounds);
+    if (!zero_) comm_.all_gather(gradients, shards_.bounds);
+  }
+  void gather_parameters(float* parameters) override {
+    if (zero_) comm_.all_gather(parameters, shards_.bounds);
+  }
 
  private:
   Comm& comm_;
+  const ShardLayout& shards_;
+  const bool zero_;
 };
 
-// Device memory, through the device's collectives (NCCL on CUDA): each layer's slice is reduced
-// on the group's own stream once backward has written it, after the work queued on the compute
-// stream so far; finish() makes later compute wait for the reductions, the host never.
+// Device memory, through the device's collectives (NCCL on CUDA), on the group's own stream after
+// the work queued on the compute stream so far; finish() and gather_parameters() make later
+// compute wait for them, the host never.
 class DeviceCollectiveSync : public GradientSync {
  public:
-  DeviceCollectiveSync(const CollectiveOps& collectives, Comm& comm) : collectives_(collectives) {
+  DeviceCollectiveSync(const CollectiveOps& collectives, Comm& comm, const ShardLayout& shards, bool zero)
+      : collectives_(collectives), shards_(shards), zero_(zero) {
     // NCCL starts proxy threads; they must not be the ones a stop signal is delivered to.
     with_stop_signals_blocked([&] {
       group_ = collectives.open(comm.rank(), comm.world_size(),
@@ -46,12 +56,22 @@ class DeviceCollectiveSync : public GradientSync {
   DeviceCollectiveSync& operator=(const DeviceCollectiveSync&) = delete;
 
   void layer_ready(float* gradients, int64_t offset, int64_t count) override {
-    collectives_.all_reduce_sum(group_, Stream{}, gradients + offset, count);
+    if (!zero_) collectives_.all_reduce_sum(group_, Stream{}, gradients + offset, count);
   }
-  void finish(float*, int64_t) override { collectives_.wait_reductions(group_, Stream{}); }
+  void finish(float* gradients, int64_t) override {
+    if (zero_) collectives_.reduce_scatter_sum(group_, Stream{}, gradients, shards_.bounds.data());
+    collectives_.wait_reductions(group_, Stream{});
+  }
+  void gather_parameters(float* parameters) override {
+    if (!zero_) return;
+    collectives_.all_gather(group_, Stream{}, parameters, shards_.bounds.data());
+    collectives_.wait_reductions(group_, Stream{});
+  }
 
  private:
   const CollectiveOps& collectives_;
+  const ShardLayout& shards_;
+  const bool zero_;
   DeviceGroup* group_ = nullptr;
 };
 
@@ -64,11 +84,12 @@ void require_gradient_sync(const Device& device, const Comm& comm) {
                                device.name, comm.world_size()));
 }
 
-std::unique_ptr<GradientSync> make_gradient_sync(const Device& device, Comm& comm) {
+std::unique_ptr<GradientSync> make_gradient_sync(const Device& device, Comm& comm, const ShardLayout& shards,
+                                                 bool zero) {
   require_gradient_sync(device, comm);
   if (comm.world_size() == 1) return std::make_unique<NoSync>();
-  if (device.collectives) return std::make_unique<DeviceCollectiveSync>(*device.collectives, comm);
-  return std::make_unique<MpiSync>(comm);
+  if (device.collectives) return std::make_unique<DeviceCollectiveSync>(*device.collectives, comm, shards, zero);
+  return std::make_unique<MpiSync>(comm, shards, zero);
 }
 
 }  // namespace trainctl

@@ -1,28 +1,29 @@
 // Optimizers and the learning-rate schedule: see optimizer.h.
 #include "optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace trainctl {
 
 Optimizer::Optimizer(const TrainSpec& spec, const Device& device, Stream stream,
-                     const std::vector<ParameterSlice>& layout)
-    : spec_(spec), device_(device), stream_(stream) {
-  int64_t parameter_count = 0;
+                     const std::vector<ParameterSlice>& layout, int64_t begin, int64_t end)
+    : spec_(spec), device_(device), stream_(stream), begin_(begin), end_(end) {
   for (const ParameterSlice& slice : layout) {
+    const int64_t first = std::max(slice.offset, begin), last = std::min(slice.offset + slice.count, end);
+    if (first >= last) continue;
     const double weight_decay = slice.decay ? spec.weight_decay : 0.0;
-    if (!spans_.empty() && spans_.back().weight_decay == weight_decay &&
-        spans_.back().offset + spans_.back().count == slice.offset)
-      spans_.back().count += slice.count;
+    if (!spans_.empty() && spans_.back().weight_decay == weight_decay && spans_.back().offset + spans_.back().count == first)
+      spans_.back().count += last - first;
     else
-      spans_.push_back({slice.offset, slice.count, weight_decay});
-    parameter_count = slice.offset + slice.count;
+      spans_.push_back({first, last - first, weight_decay});
   }
-  first_moment_ = DeviceBuffer<float>(device, parameter_count);
-  device_.memory.fill_zero(stream_, first_moment_.get(), parameter_count);
+  const int64_t count = end - begin;
+  first_moment_ = DeviceBuffer<float>(device, count);
+  device_.memory.fill_zero(stream_, first_moment_.get(), count);
   if (spec_.optimizer == OptimizerKind::kAdamW) {
-    second_moment_ = DeviceBuffer<float>(device, parameter_count);
-    device_.memory.fill_zero(stream_, second_moment_.get(), parameter_count);
+    second_moment_ = DeviceBuffer<float>(device, count);
+    device_.memory.fill_zero(stream_, second_moment_.get(), count);
   }
 }
 
@@ -36,13 +37,14 @@ std::vector<std::pair<std::string, DeviceBuffer<float>*>> Optimizer::state() {
 void Optimizer::step(float* parameters, const float* gradients, double lr) {
   ++step_count_;
   for (const Span& span : spans_) {
+    float* first_moment = first_moment_.get() + (span.offset - begin_);
     if (spec_.optimizer == OptimizerKind::kSgd) {
-      device_.optimizer.sgd_step(stream_, parameters + span.offset, gradients + span.offset,
-                                 first_moment_.get() + span.offset, span.count, lr, spec_.momentum, span.weight_decay);
+      device_.optimizer.sgd_step(stream_, parameters + span.offset, gradients + span.offset, first_moment, span.count,
+                                 lr, spec_.momentum, span.weight_decay);
     } else {
-      device_.optimizer.adamw_step(stream_, parameters + span.offset, gradients + span.offset,
-                                   first_moment_.get() + span.offset, second_moment_.get() + span.offset, span.count,
-                                   lr, spec_.beta1, spec_.beta2, spec_.eps, span.weight_decay, step_count_);
+      device_.optimizer.adamw_step(stream_, parameters + span.offset, gradients + span.offset, first_moment,
+                                   second_moment_.get() + (span.offset - begin_), span.count, lr, spec_.beta1,
+                                   spec_.beta2, spec_.eps, span.weight_decay, step_count_);
     }
   }
 }

@@ -3,6 +3,8 @@
 // "momentum_buffer"; AdamW keeps "exp_avg" and "exp_avg_sq" and a step count. Two parameter
 // groups, as GPT-2 practice has them: the tensors the model marks for decay take
 // train.weight_decay, the others none.
+// An optimizer covers a range of the flat buffer: all of it, or with ZeRO-1 this rank's shard,
+// whose state alone it holds.
 #pragma once
 
 #include <cstdint>
@@ -17,15 +19,20 @@ namespace trainctl {
 
 class Optimizer {
  public:
-  Optimizer(const TrainSpec& spec, const Device& device, Stream stream, const std::vector<ParameterSlice>& layout);
+  // Steps the elements [begin, end) of the buffers laid out as `layout`.
+  Optimizer(const TrainSpec& spec, const Device& device, Stream stream, const std::vector<ParameterSlice>& layout,
+            int64_t begin, int64_t end);
 
   void step(float* parameters, const float* gradients, double lr);
 
   const char* name() const;
   int64_t step_count() const { return step_count_; }
   void set_step_count(int64_t steps) { step_count_ = steps; }
-  // The state buffers by PyTorch state name, each laid out as the parameters.
+  // The state buffers by PyTorch state name, each holding the elements [begin(), end()) of a
+  // buffer laid out as the parameters.
   std::vector<std::pair<std::string, DeviceBuffer<float>*>> state();
+  int64_t begin() const { return begin_; }
+  int64_t end() const { return end_; }
 
  private:
   // A run of adjacent tensors in one parameter group: one optimizer call covers it.
@@ -37,6 +44,7 @@ class Optimizer {
   TrainSpec spec_;
   const Device& device_;
   Stream stream_;
+  int64_t begin_, end_;
   std::vector<Span> spans_;
   int64_t step_count_ = 0;
   DeviceBuffer<float> first_moment_;   // momentum_buffer (sgd) or exp_avg (adamw)

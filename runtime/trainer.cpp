@@ -23,6 +23,7 @@
 #include "rank_failure.h"
 #include "registry.h"
 #include "sampler.h"
+#include "shard_layout.h"
 #include "signals.h"
 #include "test_hooks.h"
 
@@ -101,8 +102,11 @@ class Run {
         model_(build_model(spec.model, device_,
                            {spec.train.micro_batch, spec.train.precision, spec.train.recompute, Stream{}})),
         global_terms_(global_batch_ * model_->loss_terms_per_example()),
-        optimizer_(spec.train, device_, Stream{}, model_->parameter_layout()),
-        checkpoints_(layout, spec, config_text, tokenizer_hash(), global_batch_, comm, *model_, optimizer_),
+        shards_(balanced_shards(model_->parameter_count(), comm.world_size())),
+        optimizer_(spec.train, device_, Stream{}, model_->parameter_layout(),
+                   spec.train.zero > 0 ? shards_.begin(comm.rank()) : 0,
+                   spec.train.zero > 0 ? shards_.end(comm.rank()) : model_->parameter_count()),
+        checkpoints_(layout, spec, config_text, tokenizer_hash(), global_batch_, shards_, comm, *model_, optimizer_),
         metrics_(layout.metrics(), metrics_setup(), comm.rank() == 0),
         heartbeat_(layout.heartbeat(), comm.rank() == 0) {
     require_gradient_sync(device_, comm);
@@ -110,7 +114,7 @@ class Run {
 
   // Everything from here on may call collectives.
   int run() {
-    gradient_sync_ = make_gradient_sync(device_, comm_);
+    gradient_sync_ = make_gradient_sync(device_, comm_, shards_, spec_.train.zero > 0);
     int64_t step = start();
     last_save_ = std::chrono::steady_clock::now();
     auto window_start = std::chrono::steady_clock::now();
@@ -121,14 +125,18 @@ class Run {
       const double loss_sum = accumulate_gradients(step);
       const double grad_norm = average_and_clip_gradients();
       optimizer_.step(model_->parameters(), model_->gradients(), lr);
+      gradient_sync_->gather_parameters(model_->parameters());
       ++step;
       ++window_steps;
       // Test hook: rank 0 signals itself before this step's agreement, so the stop is agreed here.
       if (comm_.rank() == 0 && step == test_signal_step_) std::raise(SIGTERM);
 
-      // One agreement per step: [loss summed over ranks, ranks that got a stop signal, save due].
-      std::array<double, 3> agreed{loss_sum, received_stop_signal() != 0 ? 1.0 : 0.0, time_to_save() ? 1.0 : 0.0};
+      // One agreement per step: [loss summed over ranks, ranks that got a stop signal, save due,
+      // ranks whose asynchronous checkpoint write has finished].
+      std::array<double, 4> agreed{loss_sum, received_stop_signal() != 0 ? 1.0 : 0.0, time_to_save() ? 1.0 : 0.0,
+                                   checkpoints_.write_finished() ? 1.0 : 0.0};
       comm_.allreduce_sum(agreed.data(), agreed.size());
+      if (agreed[3] == comm_.world_size()) log_saves({checkpoints_.finish_writes().value()});
       last_loss_ = agreed[0] / static_cast<double>(global_terms_);
       heartbeat_.beat(step);
       if (!std::isfinite(last_loss_)) {
@@ -160,7 +168,9 @@ class Run {
       }
       const bool scheduled = spec_.checkpoint.every_steps > 0 && step % spec_.checkpoint.every_steps == 0;
       const bool keep_best = new_best && spec_.checkpoint.keep_best;
-      if (scheduled || agreed[2] > 0.0 || stop || last_step || stop_early || keep_best) save(step, new_best);
+      // The saves that end a run (or this job) are durable before it exits.
+      const bool ending = stop || last_step || stop_early;
+      if (scheduled || agreed[2] > 0.0 || ending || keep_best) save(step, new_best, ending);
       // Stopping early ends the run, so a stop signal at the same step needs no requeue.
       if (stop_early) break;
       if (stop) {
@@ -243,7 +253,7 @@ class Run {
                                  : fmt::format("{} ranks, global batch {}", comm_.world_size(), global_batch_));
     // Test hook: the initial weights as a checkpoint, for comparisons with a reference
     // implementation from the same starting point.
-    if (test_save_initial()) save(0, false);
+    if (test_save_initial()) save(0, false, true);
     heartbeat_.beat(0);
     return 0;
   }
@@ -266,15 +276,28 @@ class Run {
   }
 
   // Gradients were scaled by 1/(global loss terms) on every rank, so their sum across ranks is
-  // the global mean.
+  // the global mean. Only the elements the optimizer steps are clipped.
   double average_and_clip_gradients() {
     gradient_sync_->finish(model_->gradients(), model_->parameter_count());
     const OptimizerOps& ops = device_.optimizer;
-    const double norm = std::sqrt(ops.sum_squares(Stream{}, model_->gradients(), model_->parameter_count()));
+    // Summed shard by shard in rank order, with ZeRO-1 or without, so both modes clip alike.
+    const float* gradients = model_->gradients();
+    std::vector<double> shard_squares;
+    if (spec_.train.zero > 0) {
+      shard_squares = comm_.all_gather(
+          ops.sum_squares(Stream{}, gradients + shards_.begin(comm_.rank()), shards_.count(comm_.rank())));
+    } else {
+      for (int r = 0; r < comm_.world_size(); ++r)
+        shard_squares.push_back(ops.sum_squares(Stream{}, gradients + shards_.begin(r), shards_.count(r)));
+    }
+    double squares = 0.0;
+    for (double shard : shard_squares) squares += shard;
+    const double norm = std::sqrt(squares);
     // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
     const double clip_coefficient = spec_.train.grad_clip / (norm + 1e-6);
     if (spec_.train.grad_clip > 0.0 && clip_coefficient < 1.0)
-      ops.scale(Stream{}, model_->gradients(), model_->parameter_count(), static_cast<float>(clip_coefficient));
+      ops.scale(Stream{}, model_->gradients() + optimizer_.begin(), optimizer_.end() - optimizer_.begin(),
+                static_cast<float>(clip_coefficient));
     return norm;
   }
 
@@ -316,13 +339,29 @@ class Run {
     return record_evaluation(best_, step, last_val_loss_, spec_.train.early_stop);
   }
 
-  void save(int64_t step, bool new_best) {
-    const SavedCheckpoint saved = checkpoints_.save(
-        {step, sampler_.epoch_of(step), step * global_batch_, last_loss_, last_val_loss_, best_}, new_best);
+  void save(int64_t step, bool new_best, bool durable) {
+    const auto started = std::chrono::steady_clock::now();
+    std::vector<SavedCheckpoint> saved = checkpoints_.save(
+        {step, sampler_.epoch_of(step), step * global_batch_, last_loss_, last_val_loss_, best_}, new_best, durable);
     last_save_ = std::chrono::steady_clock::now();
-    metrics_.log_event(step, "checkpoint",
-                       fmt::format("{} ({:.1f} MB in {:.3f} s, {:.0f} MB/s)", saved.path, saved.megabytes,
-                                   saved.seconds, saved.megabytes / saved.seconds));
+    // What the training loop waited for this save: all of it when synchronous, the staging (and
+    // any earlier write still in flight) when not.
+    metrics_.log_event(step, "checkpoint_stall",
+                       fmt::format("{:.6f} s", std::chrono::duration<double>(last_save_ - started).count()));
+    log_saves(saved);
+  }
+
+  void log_saves(const std::vector<SavedCheckpoint>& outcomes) {
+    for (const SavedCheckpoint& saved : outcomes) {
+      if (!saved.failure.empty()) {
+        if (comm_.rank() == 0) fmt::print(stderr, "trainctl-runtime: warning: {}; training goes on\n", saved.failure);
+        metrics_.log_event(saved.step, "checkpoint_failed", saved.failure);
+        continue;
+      }
+      metrics_.log_event(saved.step, "checkpoint",
+                         fmt::format("{} ({:.1f} MB in {:.3f} s, {:.0f} MB/s)", saved.path, saved.megabytes,
+                                     saved.seconds, saved.megabytes / saved.seconds));
+    }
   }
 
   const RunSpec& spec_;
@@ -336,6 +375,7 @@ class Run {
   Sampler sampler_;
   std::unique_ptr<Model> model_;
   int64_t global_terms_;  // loss terms per step, over all ranks: the loss's denominator
+  ShardLayout shards_;    // of the flat state: what each rank steps with ZeRO-1 and saves when sharded
   std::unique_ptr<GradientSync> gradient_sync_;
   Optimizer optimizer_;
   CheckpointManager checkpoints_;

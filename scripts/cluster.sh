@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Local SLURM cluster on this one machine, for trainctl's tests and demos.
 #
-# Usage: scripts/cluster.sh up [--nodes 1|2] [--gpus N]  start (or reshape) the cluster; no-op if already up
+# Usage: scripts/cluster.sh up [--nodes 1-4] [--gpus N]  start (or reshape) the cluster; no-op if already up
 #        scripts/cluster.sh down                          stop everything this script started
 #        scripts/cluster.sh status                        print shape and sinfo; exit 0 if up and healthy, else 1
 #
@@ -13,13 +13,15 @@
 # Concurrent up/down calls (e.g. parallel tests) are serialized by a lock; tests that
 # want different shapes must still not run at the same time.
 #   1 node : n1, CPUs=4 (more than the real cores: SlurmdParameters=config_overrides).
-#   2 nodes: n[1-2], CPUs=2 each, both slurmds on this host (ports 17001-17002).
-#            Open MPI programs spanning both nodes must set OMPI_MCA_btl=self,tcp (jobs do
-#            that themselves): both nodes share one hostname, so Open MPI would take the
-#            ranks on the other node for local ones and its shared-memory BTL (vader) crashes.
+#   2-4 nodes: n[1-N], CPUs=2 each, all slurmds on this host (ports 17001-1700N); CPUs=2
+#              even with 4 nodes (8 CPUs in all, oversubscribed like n1's 4), so that jobs of
+#              2 ranks per node fit on any shape.
+#              Open MPI programs spanning several nodes must set OMPI_MCA_btl=self,tcp (jobs
+#              do that themselves): all nodes share one hostname, so Open MPI would take the
+#              ranks on other nodes for local ones and its shared-memory BTL (vader) crashes.
 # Per-node scratch: TmpFS=/var/tmp/trainctl-cluster/<node>. PMIx puts its per-step
-#   directory (spmix_appdir_<uid>_<job>.<step>) under TmpFS; with the default /tmp the two
-#   nodes' directories collide ("File exists") and 2-node MPI steps fail to launch. This
+#   directory (spmix_appdir_<uid>_<job>.<step>) under TmpFS; with the default /tmp the
+#   nodes' directories collide ("File exists") and multi-node MPI steps fail to launch. This
 #   replaces the private-/tmp-per-slurmd approach (unshare -m), which also works for PMIx
 #   but hides the host's /tmp from every job (a job could not even chdir to /tmp/x).
 # GPUs: --gpus N (0 to 8 per node; 0, the default, writes no GRES setting at all) fakes N GPUs on
@@ -37,12 +39,12 @@
 #   Nothing opens the files (one that does gets /dev/null); CUDA still sees no GPU.
 #   slurmd only stats them: for a missing file it waits ~20 s and dies ("can't stat gres.conf
 #   file"); a regular file is counted but logged as "not a valid character or block device".
-#   Both nodes could name the same files (tried: SLURM counts each node's GPUs on its own); each
+#   All nodes could name the same files (tried: SLURM counts each node's GPUs on its own); each
 #   node has its own directory anyway, as real nodes have their own /dev.
 # MPI: MpiDefault=none, so launch MPI ranks with `srun --mpi=pmix`.
 # No accounting (no slurmdbd): sacct does not work; use squeue / scontrol show job
 # (finished jobs stay visible for MinJobAge seconds).
-# Logs: /var/log/trainctl-cluster/{slurmctld,slurmd-n1,slurmd-n2}.log
+# Logs: /var/log/trainctl-cluster/slurmctld.log and slurmd-<node>.log
 # `down` cancels all jobs first. Controller state lives in /var/spool/slurmctld, so job ids
 # keep counting up across down/up (slurm-%j.out files of earlier runs are not overwritten).
 set -euo pipefail
@@ -54,6 +56,7 @@ readonly LOG_DIR=/var/log/trainctl-cluster
 readonly RUN_DIR=/run/trainctl-cluster          # our pid files; /run is cleared on reboot, like the daemons
 readonly TMP_ROOT=/var/tmp/trainctl-cluster     # TmpFS of each node: TMP_ROOT/<node>
 readonly GPU_ROOT=$RUN_DIR/gpus                  # fake GPU device files: GPU_ROOT/<node>/nvidia<i>
+readonly MAX_NODES=4                             # slurmds on one 2-core host; more is untested
 readonly MAX_GPUS=8
 readonly CTLD_STATE=/var/spool/slurmctld
 readonly MUNGED_PID_OURS=$RUN_DIR/munged.pid     # exists only if this script started munged
@@ -208,7 +211,7 @@ MaxArraySize=1001
 SchedulerParameters=batch_sched_delay=0,bf_interval=5,sched_interval=2
 # No mail on this machine; the default MailProg is missing and slurmctld logs an error.
 MailProg=/bin/true
-# Per-node PMIx scratch, so two slurmds on one host do not collide (see header).
+# Per-node PMIx scratch, so the slurmds on one host do not collide (see header).
 TmpFS=$TMP_ROOT/%n$gres_types
 NodeName=$nodes NodeHostname=$host NodeAddr=127.0.0.1 Port=$ports CPUs=$cpus RealMemory=$mem_mib$node_gres State=UNKNOWN
 PartitionName=debug Nodes=$nodes Default=YES MaxTime=INFINITE State=UP
@@ -395,7 +398,7 @@ cmd_up() {
       *) usage ;;
     esac
   done
-  [[ $n == 1 || $n == 2 ]] || die "--nodes must be 1 or 2 (got '$n')"
+  if [[ ! $n =~ ^[1-9]$ ]] || ((n > MAX_NODES)); then die "--nodes must be 1 to $MAX_NODES (got '$n')"; fi
   if [[ ! $gpus =~ ^[0-9]$ ]] || ((gpus > MAX_GPUS)); then die "--gpus must be 0 to $MAX_GPUS (got '$gpus')"; fi
   check_conf_ours
   if ((gpus > 0)) && [[ -e $GRES_CONF ]] && ! gres_conf_is_ours; then

@@ -14,105 +14,15 @@
 #include <fmt/format.h>
 
 #include "atomic_file.h"
-#include "hdf5_file.h"
+#include "checkpoint_io.h"
 #include "json.h"
+#include "sharded_checkpoint.h"
 
 namespace trainctl {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// The whole file's size and CRC-32, as the sidecar records them.
-struct FileChecksum {
-  uint64_t bytes = 0;
-  uint64_t crc32 = 0;
-};
-
-FileChecksum checksum_of_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  std::vector<char> buffer(1 << 20);
-  FileChecksum checksum{0, crc32_z(0L, Z_NULL, 0)};
-  while (in) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    const auto count = static_cast<size_t>(in.gcount());
-    checksum.crc32 = crc32_z(checksum.crc32, reinterpret_cast<const Bytef*>(buffer.data()), count);
-    checksum.bytes += count;
-  }
-  if (in.bad()) throw CheckpointError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  return checksum;
-}
-
-uint64_t crc32_of(const std::vector<float>& values) {
-  return crc32_z(0L, reinterpret_cast<const Bytef*>(values.data()), values.size() * sizeof(float));
-}
-
-// `name`: the dataset's name in `group` (an optimizer state's tensor is named "<param>/<state>").
-void write_tensor(hid_t group, const std::string& name, const Tensor& tensor) {
-  write_floats(group, name, tensor.shape, tensor.values.data());
-  H5Handle dataset(H5_CHECK(H5Dopen2(group, name.c_str(), H5P_DEFAULT)), H5Dclose);
-  write_attribute(dataset.get(), "crc32", crc32_of(tensor.values));
-}
-
-Tensor read_tensor(hid_t group, const std::string& name, const std::string& shown_name) {
-  Tensor tensor{shown_name, dataset_shape(group, name), read_floats(group, name)};
-  H5Handle dataset(H5_CHECK(H5Dopen2(group, name.c_str(), H5P_DEFAULT)), H5Dclose);
-  uint64_t stored_crc = 0;
-  read_attribute(dataset.get(), "crc32", stored_crc);
-  if (crc32_of(tensor.values) != stored_crc)
-    throw CheckpointError(fmt::format("checksum mismatch in dataset {}", shown_name));
-  return tensor;
-}
-
-// The attributes on "/", in one list so that writing and reading cannot drift apart.
-template <typename Meta, typename Visit>
-void for_each_meta_attribute(Meta& meta, Visit visit) {
-  visit("step", meta.step);
-  visit("epoch", meta.epoch);
-  visit("sample_position", meta.sample_position);
-  visit("rng_seed", meta.rng_seed);
-  visit("world_size", meta.world_size);
-  visit("global_batch", meta.global_batch);
-  visit("optimizer", meta.optimizer);
-  visit("optimizer_step", meta.optimizer_step);
-  visit("loss", meta.loss);
-  visit("best_val_loss", meta.best.val_loss);
-  visit("best_step", meta.best.step);
-  visit("evals_since_best", meta.best.evals_since_best);
-  visit("config", meta.config_text);
-  visit("hostnames", meta.hostnames);
-  visit("trainctl_version", meta.trainctl_version);
-  visit("created_utc", meta.created_utc);
-}
-
-// The attributes that version 5 added.
-template <typename Meta, typename Visit>
-void for_each_tokenizer_attribute(Meta& meta, Visit visit) {
-  visit("tokenizer_path", meta.tokenizer_path);
-  visit("tokenizer_hash", meta.tokenizer_hash);
-}
-
-void write_meta(hid_t file, const CheckpointMeta& meta) {
-  write_attribute(file, "format_version", kCheckpointFormatVersion);
-  write_attribute(file, "model_kind", meta.model_kind);
-  const auto write = [&](const char* name, const auto& value) { write_attribute(file, name, value); };
-  for_each_meta_attribute(meta, write);
-  for_each_tokenizer_attribute(meta, write);
-}
-
-CheckpointMeta read_meta(hid_t file) {
-  CheckpointMeta meta;
-  read_attribute(file, "format_version", meta.format_version);
-  if (meta.format_version < kOldestCheckpointFormatRead || meta.format_version > kCheckpointFormatVersion)
-    throw CheckpointError(fmt::format("format_version {} is not supported (this trainctl reads {} to {})",
-                                      meta.format_version, kOldestCheckpointFormatRead, kCheckpointFormatVersion));
-  read_attribute(file, "model_kind", meta.model_kind);
-  const auto read = [&](const char* name, auto& value) { read_attribute(file, name, value); };
-  for_each_meta_attribute(meta, read);
-  if (meta.format_version >= 5) for_each_tokenizer_attribute(meta, read);
-  return meta;
-}
 
 std::string sidecar_json(const CheckpointMeta& meta, const FileChecksum& checksum) {
   Json sidecar{{"step", meta.step}, {"epoch", meta.epoch}, {"loss", meta.loss}};
@@ -158,9 +68,10 @@ void verify_file_checksum(const std::string& path) {
                                       sidecar_name, crc32->get<uint64_t>()));
 }
 
-// The step a step-N.h5 name carries; none for other names. At most 18 digits, so that it fits int64.
+// The step a step-N.h5 file's or a step-N directory's name carries; none for other names. At most
+// 18 digits, so that it fits int64.
 std::optional<int64_t> step_in_file_name(const std::string& file_name) {
-  static const std::regex name_pattern(R"(step-(\d{1,18})\.h5)");
+  static const std::regex name_pattern(R"(step-(\d{1,18})(\.h5)?)");
   std::smatch match;
   if (!std::regex_match(file_name, match, name_pattern)) return std::nullopt;
   return std::stoll(match[1].str());
@@ -184,14 +95,6 @@ void write_checkpoint_file(const std::string& path, const Checkpoint& checkpoint
   }
   // With every object closed, closing the file flushes HDF5's buffers: where a full disk shows.
   file.close();
-}
-
-// Why a save failed, in the OS's words where the OS refused ("No space left on device").
-std::string failure_reason(const std::exception& error) {
-  if (const auto* hdf5 = dynamic_cast<const Hdf5Failure*>(&error); hdf5 != nullptr && hdf5->os_error() != 0)
-    return std::strerror(hdf5->os_error());
-  if (const auto* system = dynamic_cast<const std::system_error*>(&error)) return system->code().message();
-  return error.what();
 }
 
 }  // namespace
@@ -220,23 +123,27 @@ std::string save_checkpoint(const std::string& dir, const Checkpoint& checkpoint
 
 Checkpoint load_checkpoint(const std::string& path) {
   try {
-    verify_file_checksum(path);
     Checkpoint checkpoint;
-    H5Handle file = open_file(path);
-    checkpoint.meta = read_meta(file.get());
+    if (fs::is_directory(path)) {
+      checkpoint = load_sharded_checkpoint(path);
+    } else {
+      verify_file_checksum(path);
+      H5Handle file = open_file(path);
+      checkpoint.meta = read_meta(file.get());
+      H5Handle model = open_group(file.get(), "model");
+      for (const std::string& name : child_names(model.get()))
+        checkpoint.model.push_back(read_tensor(model.get(), name, name));
+      H5Handle optimizer = open_group(file.get(), "optimizer");
+      for (const std::string& param : child_names(optimizer.get())) {
+        H5Handle group = open_group(optimizer.get(), param);
+        for (const std::string& state : child_names(group.get()))
+          checkpoint.optimizer_state.push_back(read_tensor(group.get(), state, param + "/" + state));
+      }
+    }
     const std::optional<int64_t> named_step = step_in_file_name(fs::path(path).filename().string());
     if (named_step && *named_step != checkpoint.meta.step)
       throw CheckpointError(
           fmt::format("its name says step {} but it stores step {}", *named_step, checkpoint.meta.step));
-    H5Handle model = open_group(file.get(), "model");
-    for (const std::string& name : child_names(model.get()))
-      checkpoint.model.push_back(read_tensor(model.get(), name, name));
-    H5Handle optimizer = open_group(file.get(), "optimizer");
-    for (const std::string& param : child_names(optimizer.get())) {
-      H5Handle group = open_group(optimizer.get(), param);
-      for (const std::string& state : child_names(group.get()))
-        checkpoint.optimizer_state.push_back(read_tensor(group.get(), state, param + "/" + state));
-    }
     return checkpoint;
   } catch (const CheckFailure& failure) {
     throw CheckpointError(fmt::format("{}: not a readable checkpoint ({})", path, failure.what()));
@@ -248,9 +155,12 @@ Checkpoint load_checkpoint(const std::string& path) {
 std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {
   std::vector<CheckpointEntry> entries;
   if (!fs::is_directory(dir)) return entries;
-  for (const auto& file : fs::directory_iterator(dir))
-    if (const std::optional<int64_t> step = step_in_file_name(file.path().filename().string()))
-      entries.push_back({file.path().string(), *step});
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    // A step-N.h5 that is a directory, or a step-N that is a file, is neither shape.
+    if (entry.is_directory() == name.ends_with(".h5")) continue;
+    if (const std::optional<int64_t> step = step_in_file_name(name)) entries.push_back({entry.path().string(), *step});
+  }
   std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
   return entries;
 }
@@ -270,19 +180,21 @@ ResumePoint load_latest_valid(const std::string& dir) {
 }
 
 void prune_checkpoints(const std::string& dir, int64_t keep_last) {
-  // Temporaries left by a writer that crashed, and sidecars whose file a crash kept from being
-  // published; saves are serialized, so none is in use now.
+  // Temporaries left by a writer that crashed, sidecars whose file a crash kept from being
+  // published, and step directories whose manifest it kept from being written; saves are
+  // serialized and none is in flight when the saver prunes, so none is in use now.
   static const std::regex temporary_pattern(R"(\.step-\d+\.(h5|json)\.tmp-\d+)");
   static const std::regex sidecar_pattern(R"(step-\d+\.json)");
   for (const auto& file : fs::directory_iterator(dir)) {
     const std::string name = file.path().filename().string();
     if (std::regex_match(name, temporary_pattern) ||
-        (std::regex_match(name, sidecar_pattern) && !fs::exists(fs::path(file.path()).replace_extension(".h5"))))
-      fs::remove(file.path());
+        (std::regex_match(name, sidecar_pattern) && !fs::exists(fs::path(file.path()).replace_extension(".h5"))) ||
+        (file.is_directory() && step_in_file_name(name) && !fs::exists(file.path() / kManifestName)))
+      fs::remove_all(file.path());
   }
   std::vector<CheckpointEntry> entries = list_checkpoints(dir);
   for (size_t i = static_cast<size_t>(keep_last); i < entries.size(); ++i) {
-    fs::remove(entries[i].path);
+    fs::remove_all(entries[i].path);
     fs::remove(sidecar_path(entries[i].path));
   }
 }

@@ -22,9 +22,9 @@ namespace trainctl {
 
 // The version written. 2 added model_kind; 3 the whole-file checksum in the sidecar; 4 the best
 // validation (best_val_loss, best_step, evals_since_best); 5 the tokenizer (tokenizer_path,
-// tokenizer_hash). Files of versions 1 and 2 (before any release) are not read: their sidecars
+// tokenizer_hash); 6 sharded step directories (sharded_checkpoint.h), files unchanged. Files of versions 1 and 2 (before any release) are not read: their sidecars
 // record no whole-file checksum, and HDF5 must not parse a file that none verified.
-constexpr int64_t kCheckpointFormatVersion = 5;
+constexpr int64_t kCheckpointFormatVersion = 6;
 // Version 4 files lack only the tokenizer, which reads as none: runs resume across the upgrade.
 constexpr int64_t kOldestCheckpointFormatRead = 4;
 
@@ -90,7 +90,8 @@ std::string checkpoint_file_name(int64_t step);  // step-00000100.h5
 std::string save_checkpoint(const std::string& dir, const Checkpoint& checkpoint,
                             const std::function<void()>& midway = {});
 
-// Checks the file's size and CRC-32 against its sidecar before HDF5 opens it (a sidecar that
+// A step directory (sharded_checkpoint.h) is read whole, at any world size. A file:
+// checks the file's size and CRC-32 against its sidecar before HDF5 opens it (a sidecar that
 // records none fails, so HDF5 never parses an unverified file), then reads it,
 // verifies every dataset's checksum and that a step-N.h5 name matches the stored step. Throws
 // CheckpointError naming the path and the problem.
@@ -100,7 +101,8 @@ struct CheckpointEntry {
   std::string path;
   int64_t step = 0;
 };
-// The step-N.h5 files of `dir`, newest first (temporary files are never listed).
+// The step-N.h5 files and step-N directories of `dir`, newest first (temporary files are never
+// listed; a directory is listed whether or not its save finished, and fails to load if not).
 std::vector<CheckpointEntry> list_checkpoints(const std::string& dir);
 
 struct ResumePoint {
@@ -111,8 +113,9 @@ struct ResumePoint {
 // The newest checkpoint in `dir` that verifies, falling back past corrupt ones.
 ResumePoint load_latest_valid(const std::string& dir);
 
-// Deletes all but the newest `keep_last` checkpoints (and their sidecars), and temporaries
-// that a crashed save left behind.
+// Deletes all but the newest `keep_last` checkpoints (and their sidecars), and what a crashed
+// save left behind: temporaries, and step directories without a manifest. Only while no save is
+// in flight.
 void prune_checkpoints(const std::string& dir, int64_t keep_last);
 
 }  // namespace trainctl

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "safetensors.h"
+#include "sharded_checkpoint.h"
 
 namespace trainctl {
 
@@ -23,7 +24,10 @@ bool starts_with_hdf5_signature(const std::string& path) {
 
 std::vector<Tensor> read_model_weights(const std::string& path) {
   std::error_code ignored;
-  if (std::filesystem::is_directory(path, ignored)) return read_safetensors(path + "/model.safetensors");
+  if (std::filesystem::is_directory(path, ignored))
+    return std::filesystem::exists(std::filesystem::path(path) / kManifestName, ignored)
+               ? load_checkpoint(path).model
+               : read_safetensors(path + "/model.safetensors");
   if (starts_with_hdf5_signature(path)) return load_checkpoint(path).model;
   return read_safetensors(path);
 }

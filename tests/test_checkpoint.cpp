@@ -432,11 +432,11 @@ TEST_CASE("an unknown format_version is rejected") {
   TempDir dir;
   const std::string path = save(dir, 3);
   set_format_version(path, 99);
-  CHECK(load_error(path) == path + ": format_version 99 is not supported (this trainctl reads 4 to 5)");
+  CHECK(load_error(path) == path + ": format_version 99 is not supported (this trainctl reads 4 to 6)");
   set_format_version(path, 2);
-  CHECK(load_error(path) == path + ": format_version 2 is not supported (this trainctl reads 4 to 5)");
+  CHECK(load_error(path) == path + ": format_version 2 is not supported (this trainctl reads 4 to 6)");
   set_format_version(path, 0);
-  CHECK(load_error(path) == path + ": format_version 0 is not supported (this trainctl reads 4 to 5)");
+  CHECK(load_error(path) == path + ": format_version 0 is not supported (this trainctl reads 4 to 6)");
 }
 
 // Their sidecars record no file checksum, so HDF5 must not open them; trainctl was never released

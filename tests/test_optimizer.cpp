@@ -107,7 +107,7 @@ TEST_CASE("SGD with momentum and weight decay matches three steps worked by hand
   // lr 0.1, momentum 0.9, weight_decay 0.01, p0 = [1, -2]; each step: g += wd*p;
   // buf = 0.9*buf + g; p -= lr*buf.
   const TrainSpec spec = sgd_spec(0.9, 0.01);
-  Optimizer optimizer(spec, cpu(), trainctl::Stream{}, kPairLayout);
+  Optimizer optimizer(spec, cpu(), trainctl::Stream{}, kPairLayout, 0, 2);
   DevicePair parameters({1.0f, -2.0f});
 
   // Step 1, g = [0.5, -1]: g = [0.5 + 0.01, -1 - 0.02] = [0.51, -1.02]; buf = g (PyTorch's first
@@ -131,7 +131,7 @@ TEST_CASE("SGD with momentum and weight decay matches three steps worked by hand
 TEST_CASE("SGD without momentum is plain gradient descent with L2 weight decay") {
   // p = [2, 4], g = [1, 1], wd 0.5, lr 0.1: g = [1 + 1, 1 + 2] = [2, 3]; p = [2 - 0.2, 4 - 0.3].
   const TrainSpec spec = sgd_spec(0.0, 0.5);
-  Optimizer optimizer(spec, cpu(), trainctl::Stream{}, kPairLayout);
+  Optimizer optimizer(spec, cpu(), trainctl::Stream{}, kPairLayout, 0, 2);
   DevicePair parameters({2.0f, 4.0f});
   check_close(step(optimizer, parameters, {1.0f, 1.0f}, 0.1), {1.8, 3.7});
   // Again from [1.8, 3.7]: g = [1 + 0.9, 1 + 1.85] = [1.9, 2.85]; p = [1.8 - 0.19, 3.7 - 0.285].
@@ -143,7 +143,7 @@ TEST_CASE("AdamW with weight decay matches three steps worked by hand") {
   // p *= 1 - lr*wd = 0.99; m = 0.9 m + 0.1 g; v = 0.999 v + 0.001 g^2;
   // p -= lr / (1 - 0.9^t) * m / (sqrt(v) / sqrt(1 - 0.999^t) + eps).
   const TrainSpec spec = adamw_spec(0.1);
-  Optimizer optimizer(spec, cpu(), trainctl::Stream{}, kPairLayout);
+  Optimizer optimizer(spec, cpu(), trainctl::Stream{}, kPairLayout, 0, 2);
   DevicePair parameters({1.0f, -2.0f});
 
   // Step 1, g = [0.5, -1]: p = [0.99, -1.98]; m = [0.05, -0.1]; v = [0.00025, 0.001];
@@ -174,7 +174,7 @@ TEST_CASE("AdamW weight decay is decoupled: a zero gradient only shrinks p by 1 
   // With g = 0 the moments stay 0 and the Adam update is 0 / eps = 0; L2 decay inside the
   // gradient (Adam, not AdamW) would move p by lr * sign(p) on the first step instead.
   const TrainSpec spec = adamw_spec(0.5);
-  Optimizer optimizer(spec, cpu(), trainctl::Stream{}, kPairLayout);
+  Optimizer optimizer(spec, cpu(), trainctl::Stream{}, kPairLayout, 0, 2);
   DevicePair parameters({1.0f, -3.0f});
   check_close(step(optimizer, parameters, {0.0f, 0.0f}, 0.2), {0.9, -2.7});  // p * (1 - 0.2*0.5)
   check_close(step(optimizer, parameters, {0.0f, 0.0f}, 0.2), {0.81, -2.43});
@@ -185,8 +185,8 @@ TEST_CASE("AdamW weight decay is decoupled: a zero gradient only shrinks p by 1 
 TEST_CASE("the optimizer names its state as torch.optim does") {
   const TrainSpec sgd = sgd_spec(0.9, 0.0);
   const TrainSpec adamw = adamw_spec(0.0);
-  Optimizer sgd_optimizer(sgd, cpu(), trainctl::Stream{}, kPairLayout);
-  Optimizer adamw_optimizer(adamw, cpu(), trainctl::Stream{}, kPairLayout);
+  Optimizer sgd_optimizer(sgd, cpu(), trainctl::Stream{}, kPairLayout, 0, 2);
+  Optimizer adamw_optimizer(adamw, cpu(), trainctl::Stream{}, kPairLayout, 0, 2);
   CHECK(std::string(sgd_optimizer.name()) == "sgd");
   CHECK(std::string(adamw_optimizer.name()) == "adamw");
   CHECK(state_names(sgd_optimizer) == std::vector<std::string>{"momentum_buffer"});
@@ -198,12 +198,12 @@ TEST_CASE("the optimizer names its state as torch.optim does") {
 TEST_CASE("AdamW restored from saved state and step count continues bit for bit") {
   const TrainSpec spec = adamw_spec(0.01);
   const Pair g1{0.5f, -1.0f}, g2{0.1f, 0.2f};
-  Optimizer uninterrupted(spec, cpu(), trainctl::Stream{}, kPairLayout);
+  Optimizer uninterrupted(spec, cpu(), trainctl::Stream{}, kPairLayout, 0, 2);
   DevicePair parameters({1.0f, -2.0f});
   step(uninterrupted, parameters, g1, 0.05);
 
   // A new optimizer given what a checkpoint after step 1 holds: the moments and the step count.
-  Optimizer resumed(spec, cpu(), trainctl::Stream{}, kPairLayout);
+  Optimizer resumed(spec, cpu(), trainctl::Stream{}, kPairLayout, 0, 2);
   for (auto& [name, buffer] : resumed.state()) {
     const Pair saved = state_of(uninterrupted, name);
     buffer->upload(saved.data(), 2);
@@ -220,9 +220,9 @@ TEST_CASE("AdamW's second parameter group takes no weight decay") {
   // Two tensors of one parameter each: "w" decays, "b" (1-D, as GPT-2 practice has it) does not.
   // With equal gradients, b moves as a parameter of an optimizer without weight decay would.
   const std::vector<trainctl::ParameterSlice> layout{{"w", {1}, 0, 1, true}, {"b", {1}, 1, 1, false}};
-  Optimizer grouped(adamw_spec(0.5), cpu(), trainctl::Stream{}, layout);
-  Optimizer no_decay(adamw_spec(0.0), cpu(), trainctl::Stream{}, kPairLayout);
-  Optimizer all_decay(adamw_spec(0.5), cpu(), trainctl::Stream{}, kPairLayout);
+  Optimizer grouped(adamw_spec(0.5), cpu(), trainctl::Stream{}, layout, 0, 2);
+  Optimizer no_decay(adamw_spec(0.0), cpu(), trainctl::Stream{}, kPairLayout, 0, 2);
+  Optimizer all_decay(adamw_spec(0.5), cpu(), trainctl::Stream{}, kPairLayout, 0, 2);
   DevicePair grouped_parameters({1.0f, 1.0f}), no_decay_parameters({1.0f, 1.0f}), all_decay_parameters({1.0f, 1.0f});
   for (int i = 0; i < 3; ++i) {
     const Pair grouped_after = step(grouped, grouped_parameters, {0.25f, 0.25f}, 0.1);
@@ -232,6 +232,22 @@ TEST_CASE("AdamW's second parameter group takes no weight decay") {
     CHECK(grouped_after[1] == without[1]);
     CHECK(grouped_after[0] != grouped_after[1]);
   }
+}
+
+TEST_CASE("optimizers over two shards step exactly the values one over the whole buffer does (ZeRO-1)") {
+  // The shard boundary splits the decaying "w" from the non-decaying "b"; each shard optimizer
+  // holds the state of its element alone.
+  const std::vector<trainctl::ParameterSlice> layout{{"w", {1}, 0, 1, true}, {"b", {1}, 1, 1, false}};
+  Optimizer whole(adamw_spec(0.5), cpu(), trainctl::Stream{}, layout, 0, 2);
+  Optimizer first(adamw_spec(0.5), cpu(), trainctl::Stream{}, layout, 0, 1);
+  Optimizer second(adamw_spec(0.5), cpu(), trainctl::Stream{}, layout, 1, 2);
+  DevicePair whole_parameters({1.0f, -2.0f}), sharded_parameters({1.0f, -2.0f});
+  for (const Pair gradient : {Pair{0.5f, -1.0f}, Pair{-0.25f, 0.75f}, Pair{0.125f, 0.5f}}) {
+    const Pair expected = step(whole, whole_parameters, gradient, 0.1);
+    step(first, sharded_parameters, gradient, 0.1);
+    CHECK(step(second, sharded_parameters, gradient, 0.1) == expected);
+  }
+  CHECK(first.state().front().second->size() == 1);
 }
 
 TEST_CASE("warmup ramps the learning rate linearly from lr/warmup_steps") {

@@ -16,17 +16,27 @@ namespace trainctl {
 
 struct DeviceGroup {
   ncclComm_t comm = nullptr;
+  int ranks = 0;
   cudaStream_t stream = nullptr;
   cudaEvent_t inputs_ready = nullptr, reduced = nullptr;
 };
 
 namespace cuda_kernels {
 
+// The group's stream waits for the work queued on `after` so far, and no longer.
+namespace {
+void start_after(DeviceGroup* group, Stream after) {
+  CUDA_CHECK(cudaEventRecord(group->inputs_ready, cuda_stream(after)));
+  CUDA_CHECK(cudaStreamWaitEvent(group->stream, group->inputs_ready, 0));
+}
+}  // namespace
+
 DeviceGroup* open_group(int rank, int ranks, const std::function<void(void* bytes, size_t size)>& share) {
   ncclUniqueId id{};
   if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
   share(&id, sizeof(id));
   auto group = std::make_unique<DeviceGroup>();
+  group->ranks = ranks;
   NCCL_CHECK(ncclCommInitRank(&group->comm, ranks, id, rank));
   CUDA_CHECK(cudaStreamCreateWithFlags(&group->stream, cudaStreamNonBlocking));
   CUDA_CHECK(cudaEventCreateWithFlags(&group->inputs_ready, cudaEventDisableTiming));
@@ -45,9 +55,30 @@ void close_group(DeviceGroup* group) {
 }
 
 void all_reduce_sum(DeviceGroup* group, Stream after, float* data, int64_t count) {
-  CUDA_CHECK(cudaEventRecord(group->inputs_ready, cuda_stream(after)));
-  CUDA_CHECK(cudaStreamWaitEvent(group->stream, group->inputs_ready, 0));
+  start_after(group, after);
   NCCL_CHECK(ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat, ncclSum, group->comm, group->stream));
+}
+
+// NCCL's reduce-scatter and all-gather take equal shares; the shards differ by up to one
+// alignment unit, so each share is its own reduce to (or broadcast from) its owner, fused in one
+// group.
+void reduce_scatter_sum(DeviceGroup* group, Stream after, float* data, const int64_t* bounds) {
+  start_after(group, after);
+  NCCL_CHECK(ncclGroupStart());
+  for (int owner = 0; owner < group->ranks; ++owner)
+    NCCL_CHECK(ncclReduce(data + bounds[owner], data + bounds[owner], static_cast<size_t>(bounds[owner + 1] - bounds[owner]),
+                          ncclFloat, ncclSum, owner, group->comm, group->stream));
+  NCCL_CHECK(ncclGroupEnd());
+}
+
+void all_gather(DeviceGroup* group, Stream after, float* data, const int64_t* bounds) {
+  start_after(group, after);
+  NCCL_CHECK(ncclGroupStart());
+  for (int owner = 0; owner < group->ranks; ++owner)
+    NCCL_CHECK(ncclBroadcast(data + bounds[owner], data + bounds[owner],
+                             static_cast<size_t>(bounds[owner + 1] - bounds[owner]), ncclFloat, owner, group->comm,
+                             group->stream));
+  NCCL_CHECK(ncclGroupEnd());
 }
 
 void wait_reductions(DeviceGroup* group, Stream stream) {

@@ -71,6 +71,8 @@ constexpr Device kCudaDevice{
             .open = cuda_kernels::open_group,
             .close = cuda_kernels::close_group,
             .all_reduce_sum = cuda_kernels::all_reduce_sum,
+            .reduce_scatter_sum = cuda_kernels::reduce_scatter_sum,
+            .all_gather = cuda_kernels::all_gather,
             .wait_reductions = cuda_kernels::wait_reductions,
         },
 #else

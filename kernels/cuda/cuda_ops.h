@@ -86,6 +86,8 @@ void scale(Stream stream, float* x, int64_t n, float factor);
 DeviceGroup* open_group(int rank, int ranks, const std::function<void(void* bytes, size_t size)>& share);
 void close_group(DeviceGroup* group);
 void all_reduce_sum(DeviceGroup* group, Stream after, float* data, int64_t count);
+void reduce_scatter_sum(DeviceGroup* group, Stream after, float* data, const int64_t* bounds);
+void all_gather(DeviceGroup* group, Stream after, float* data, const int64_t* bounds);
 void wait_reductions(DeviceGroup* group, Stream stream);
 
 }  // namespace trainctl::cuda_kernels

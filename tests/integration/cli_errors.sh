@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CLI's exit codes and messages for bad input: 2 with file:line:col: key: message for a bad
-# config, 2 for usage errors and inputs that do not fit, 1 for a bad checkpoint; hostile config
-# strings never reach a generated script.
+# config (job.mem below the estimated memory included), 2 for usage errors and inputs that do not
+# fit, 1 for a bad checkpoint; hostile config strings never reach a generated script.
 source "$(dirname "$0")/lib.sh"
 make_data
 
@@ -79,6 +79,37 @@ expect_error 2 "trainctl: error: data.train: no file matches $PWD/data/shard_*.b
 # A sweep's every distinct data file, not only the first task's.
 { cat good.toml; printf '[sweep]\n"data.train" = ["data/train.h5", "data/absent.h5"]\n'; } >sweep.toml
 expect_error 2 "trainctl: error: data.train: $PWD/data/absent.h5: No such file or directory" "$TRAINCTL" validate sweep.toml
+
+# Memory that job.mem (per node) cannot hold is refused before it queues, at job.mem, naming the
+# model's size: an MLP of 1 Ti parameters (4 TiB in fp32), its data made to fit it.
+"$TRAINCTL" data synth -o data/huge_inputs.h5 --samples 4 --features 1048576 --classes 4 --seed 1 >/dev/null
+write_config huge.toml huge job.mem='"16G"' model.inputs=1048576 'model.hidden=[1048576]' data.train='"data/huge_inputs.h5"'
+line=$(grep -n '^mem = ' huge.toml | cut -d: -f1)
+refusal="trainctl: huge.toml:$line:7: job.mem: 16G (16.0 GiB) per node cannot hold this run, estimated at 44.0 TiB of host memory for the 2 rank(s) of a node (the model: 1099516870660 parameters, 4.0 TiB in fp32); raise job.mem (\`trainctl estimate huge.toml\` lists the memory by component)"
+for command in validate submit render; do expect_error 2 "$refusal" "$TRAINCTL" $command huge.toml; done
+expect_error 2 "$refusal" "$TRAINCTL" validate huge.toml --no-preflight
+[ ! -e runs/huge ] || fail "a refused submit created a run directory"
+# Without job.mem nothing is refused; a model that fits its job.mem is accepted.
+write_config unlimited.toml unlimited model.inputs=1048576 'model.hidden=[1048576]' data.train='"data/huge_inputs.h5"'
+"$TRAINCTL" validate unlimited.toml | grep -q "unlimited.toml: valid" || fail "a config without job.mem was refused"
+write_config fits.toml fits job.mem='"1G"'
+"$TRAINCTL" validate fits.toml | grep -q "fits.toml: valid" || fail "a config that fits job.mem was refused"
+"$TRAINCTL" render fits.toml >/dev/null
+# 4 ranks of a 257 MiB model: with ZeRO-1's sharded optimizer state a node needs about 3.0 GiB,
+# with the whole state on every rank 4.9 GiB (0.6 GiB more a node in a build with CUDA), so 4G
+# holds the one and not the other.
+sharding=(job.ranks_per_node=4 job.mem='"4G"' 'model.hidden=[8192, 8192]')
+write_config zero1.toml zero1 "${sharding[@]}" train.zero=1
+"$TRAINCTL" validate zero1.toml | grep -q "zero1.toml: valid" || fail "ZeRO-1 sharding did not make the config fit"
+write_config zero0.toml zero0 "${sharding[@]}" train.zero=0
+expect_exit 2 "$TRAINCTL" validate zero0.toml
+grep -q "^trainctl: zero0.toml:[0-9]*:7: job.mem: 4G (4.0 GiB) per node cannot hold this run, estimated at " err.txt ||
+  fail "zero = 0: $(cat err.txt)"
+# A sweep's every task: the one that does not fit is named at [sweep].
+{ cat fits.toml; printf '[sweep]\n"model.hidden" = [[64], [1048576]]\n'; } >sweep_mem.toml
+expect_exit 2 "$TRAINCTL" submit sweep_mem.toml
+grep -qF "sweep: task 1 (model.hidden=[1048576]) is not a valid config: job.mem: 1G (1.0 GiB) per node cannot hold this run" \
+  err.txt || fail "sweep: $(cat err.txt)"
 
 # The runtime checks the data again, for files that only the compute nodes see.
 expect_error 2 "trainctl: error: the runtime rejected its input (see above)" "$TRAINCTL" run wide.toml --no-preflight

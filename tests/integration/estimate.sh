@@ -2,9 +2,10 @@
 # trainctl estimate: its memory total within 15% of the peak RSS the kernel measured for a run of
 # an MLP and of a GPT-2 on the CPU, each sized so that its own memory (~200 MiB) weighs at least
 # as much as the process's base (~30 MiB; ~180 MiB in a build with CUDA); the job.mem warning
-# below the estimate only; with --measure, the signal_grace warning when a measured step plus
-# checkpoint write outlasts the grace and not otherwise, the temporary run directory removed;
-# exit 2 for a bad config, a [program] and missing data.
+# below the estimate only; with train.zero = 1, a rank's share of the optimizer state; with
+# --measure, the signal_grace warning when a measured step plus checkpoint write outlasts the
+# grace and not otherwise, the temporary run directory removed; exit 2 for a bad config, a
+# [program] and missing data.
 source "$(dirname "$0")/lib.sh"
 mkdir -p data tmp
 export TMPDIR=$work/tmp  # where --measure makes its temporary run directory
@@ -68,11 +69,30 @@ grep -q "^warning: job.signal_grace = 1 s is shorter than one step plus one chec
 # job.mem, per node, against the estimate times the ranks per node (no --measure needed).
 write_config small_mem.toml small-mem "${mlp_values[@]}" job.mem='"100M"'
 "$TRAINCTL" estimate small_mem.toml >/dev/null 2>mem.err
-grep -q "^warning: job.mem = 100M (100.0 MiB) is below the estimated .* MiB per node" mem.err ||
-  fail "no job.mem warning: $(cat mem.err)"
+line=$(grep -n '^mem = ' small_mem.toml | cut -d: -f1)
+warning="^warning: small_mem.toml:$line:7: job.mem: 100M (100.0 MiB) per node cannot hold this run, estimated at"
+grep -q "$warning .* of host memory for the 1 rank(s) of a node" mem.err || fail "no job.mem warning: $(cat mem.err)"
 write_config enough_mem.toml enough-mem "${mlp_values[@]}" job.mem='"1G"'
 "$TRAINCTL" estimate enough_mem.toml >/dev/null 2>mem.err
 [ ! -s mem.err ] || fail "a warning with job.mem = 1G: $(cat mem.err)"
+
+# train.zero = 1 on 4 ranks: each holds a quarter of the optimizer state, which its row says,
+# within the display's rounding (0.05 MiB a row, 0.2 once multiplied by 4). The total is rank 0's,
+# which holds 3/4 of the state less and stages 3/4 of it less for checkpoints.
+for zero in 0 1; do
+  write_config zero$zero.toml zero$zero "${mlp_values[@]}" job.ranks_per_node=4 train.zero=$zero
+  "$TRAINCTL" estimate zero$zero.toml >zero$zero.out
+done
+optimizer_row() { sed -n "s/^  optimizer state (adamw: 2 moments$2)  *\([0-9.]*\)$/\1/p" "$1"; }
+total_row() { sed -n 's/^  total  *\([0-9.]*\)$/\1/p' "$1"; }
+whole=$(optimizer_row zero0.out "") sharded=$(optimizer_row zero1.out "; ZeRO-1: 1\/4 of 40.2 MiB")
+[ -n "$whole" ] && [ -n "$sharded" ] || fail "no optimizer state row: $(cat zero0.out zero1.out)"
+awk -v whole="$whole" -v sharded="$sharded" -v total0="$(total_row zero0.out)" -v total1="$(total_row zero1.out)" '
+  function off(x) { return x < 0 ? -x : x }
+  BEGIN {
+    printf "optimizer state: %s MiB with zero = 0, %s MiB with zero = 1 on 4 ranks\n", whole, sharded
+    exit !(off(whole - 4 * sharded) <= 0.25 && off(total0 - total1 - 1.5 * whole) <= 0.25) }' ||
+  fail "zero = 1: a rank does not hold a quarter of the optimizer state: $(cat zero0.out zero1.out)"
 
 # Bad input: exit 2 with the config's own message, a [program] and missing data named.
 sed 's/^log_every = /log_everyy = /' mlp.toml >typo.toml

@@ -77,7 +77,12 @@ expect_exit() {
   [ "$actual" -eq "$code" ] || fail "$* exited $actual, expected $code; stderr: $(cat err.txt)"
 }
 
-checkpoint_of() { echo "$1/checkpoints/$(printf 'step-%08d.h5' "$2")"; }
+# checkpoint_of RUN STEP: the checkpoint of that step, a step-N.h5 or a sharded step-N directory.
+checkpoint_of() {
+  local file
+  file="$1/checkpoints/$(printf 'step-%08d' "$2")"
+  if [ -d "$file" ]; then echo "$file"; else echo "$file.h5"; fi
+}
 
 # png_size FILE: WIDTHxHEIGHT from the PNG's header (its IHDR chunk), or a failure if it is no PNG.
 png_size() {
