@@ -14,9 +14,9 @@ namespace trainctl {
 
 namespace {
 
-// A run directory, its checkpoints/ folder, or one checkpoint file.
+// A run directory, its checkpoints/ folder, or one checkpoint (a file or a sharded step directory).
 std::vector<CheckpointEntry> checkpoints_at(const std::string& path) {
-  if (std::filesystem::is_regular_file(path)) return {{path, 0}};
+  if (is_one_checkpoint(path)) return {{path, 0}};
   const std::string run_checkpoints = RunLayout(path).checkpoints();
   const std::string folder = std::filesystem::is_directory(run_checkpoints) ? run_checkpoints : path;
   if (!std::filesystem::is_directory(folder)) throw UsageError(fmt::format("{} does not exist", path));
@@ -90,11 +90,11 @@ void add_ckpt_command(CLI::App& app) {
   ls->add_option("path", *path, "run directory or checkpoints folder")->required();
   ls->callback([path] {
     for (const CheckpointEntry& entry : checkpoints_at(*path))
-      fmt::print("{:>10}  {:>10} bytes  {}\n", entry.step, std::filesystem::file_size(entry.path), entry.path);
+      fmt::print("{:>10}  {:>10} bytes  {}\n", entry.step, checkpoint_bytes(entry.path), entry.path);
   });
 
   auto* inspect = ckpt->add_subcommand("inspect", "print a checkpoint's metadata and tensor shapes");
-  inspect->add_option("path", *path, "checkpoint file, or a run directory for its newest")->required();
+  inspect->add_option("path", *path, "checkpoint (file or step directory), or a run directory for its newest")->required();
   inspect->callback([path] {
     const std::vector<CheckpointEntry> entries = checkpoints_at(*path);
     if (entries.empty()) throw UsageError(fmt::format("no checkpoints in {}", *path));
@@ -102,7 +102,7 @@ void add_ckpt_command(CLI::App& app) {
   });
 
   auto* verify = ckpt->add_subcommand("verify", "verify checksums; exit 1 if any checkpoint is bad");
-  verify->add_option("path", *path, "checkpoint file, run directory or checkpoints folder")->required();
+  verify->add_option("path", *path, "checkpoint (file or step directory), run directory or checkpoints folder")->required();
   verify->callback([path] {
     int bad = 0;
     for (const CheckpointEntry& entry : checkpoints_at(*path)) {
@@ -123,8 +123,8 @@ void add_ckpt_command(CLI::App& app) {
   };
   auto diff_options = std::make_shared<DiffOptions>();
   auto* diff = ckpt->add_subcommand("diff", "compare two checkpoints' tensors; exit 1 if they differ");
-  diff->add_option("a", diff_options->a, "checkpoint file")->required();
-  diff->add_option("b", diff_options->b, "checkpoint file")->required();
+  diff->add_option("a", diff_options->a, "checkpoint file or sharded step directory")->required();
+  diff->add_option("b", diff_options->b, "checkpoint file or sharded step directory")->required();
   diff->add_option("--rtol", diff_options->rtol, "tolerance: max|a-b| <= rtol * max|a| per tensor (default 0: bitwise equal)");
   diff->callback([diff_options] {
     const int differing =

@@ -16,7 +16,7 @@ StoredCheckpoint load_stored_checkpoint(const std::string& run_or_checkpoint) {
   const std::string& path = run_or_checkpoint;
   if (!std::filesystem::exists(path)) throw UsageError(fmt::format("{} does not exist", path));
   ResumePoint found;
-  if (std::filesystem::is_regular_file(path)) {
+  if (is_one_checkpoint(path)) {
     found = {load_checkpoint(path), path, {}};
   } else {
     const std::string run_checkpoints = RunLayout(path).checkpoints();

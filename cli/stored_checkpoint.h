@@ -1,5 +1,5 @@
 // A checkpoint named on the command line (RUN_OR_CKPT of `trainctl export` and `trainctl
-// sample`): a checkpoint file, or the newest checkpoint that verifies in a run directory or its
+// sample`): a checkpoint file or sharded step directory, or the newest checkpoint that verifies in a run directory or its
 // checkpoints folder, and the [model] of the config it was trained with.
 #pragma once
 

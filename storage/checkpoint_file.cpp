@@ -152,6 +152,23 @@ Checkpoint load_checkpoint(const std::string& path) {
   }
 }
 
+bool is_one_checkpoint(const std::string& path) {
+  if (fs::is_regular_file(path)) return true;
+  if (!fs::is_directory(path)) return false;
+  if (fs::exists(fs::path(path) / kManifestName)) return true;
+  for (const auto& file : fs::directory_iterator(path))
+    if (file.path().filename().string().starts_with("shard-")) return true;
+  return false;
+}
+
+uint64_t checkpoint_bytes(const std::string& path) {
+  if (!fs::is_directory(path)) return fs::file_size(path);
+  uint64_t bytes = 0;
+  for (const auto& file : fs::directory_iterator(path))
+    if (file.is_regular_file()) bytes += file.file_size();
+  return bytes;
+}
+
 std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {
   std::vector<CheckpointEntry> entries;
   if (!fs::is_directory(dir)) return entries;

@@ -97,6 +97,12 @@ std::string save_checkpoint(const std::string& dir, const Checkpoint& checkpoint
 // CheckpointError naming the path and the problem.
 Checkpoint load_checkpoint(const std::string& path);
 
+// Whether `path` names one checkpoint rather than a folder of them: a file, or a sharded step
+// directory (one that holds a manifest or shards).
+bool is_one_checkpoint(const std::string& path);
+// The bytes a checkpoint takes on disk: its file, or the files of its step directory.
+uint64_t checkpoint_bytes(const std::string& path);
+
 struct CheckpointEntry {
   std::string path;
   int64_t step = 0;
