@@ -1,6 +1,7 @@
 // trainctl ckpt ls|inspect|verify|diff: look into checkpoints without training.
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -39,14 +40,16 @@ void print_inspection(const std::string& path) {
     fmt::print("    {:<28} [{}]\n", tensor.name, fmt::join(tensor.shape, ", "));
 }
 
-// Compares model and optimizer tensors; returns the number of tensors that differ beyond rtol.
-int compare(const Checkpoint& a, const Checkpoint& b, double rtol) {
+// Compares model and optimizer tensors; returns the number of tensors that differ beyond their
+// tolerance: `model_rtol` for the weights, `optimizer_rtol` for the optimizer state.
+int compare(const Checkpoint& a, const Checkpoint& b, double model_rtol, double optimizer_rtol) {
   auto all = [](const Checkpoint& c) {
     std::vector<Tensor> tensors = c.model;
     tensors.insert(tensors.end(), c.optimizer_state.begin(), c.optimizer_state.end());
     return tensors;
   };
   const std::vector<Tensor> left = all(a), right = all(b);
+  const size_t model_tensors = a.model.size();
   if (left.size() != right.size()) {
     fmt::print("different tensor counts: {} and {}\n", left.size(), right.size());
     return 1;
@@ -69,6 +72,7 @@ int compare(const Checkpoint& a, const Checkpoint& b, double rtol) {
         worst_index = i;
       }
     }
+    const double rtol = t < model_tensors ? model_rtol : optimizer_rtol;
     const bool equal = rtol == 0.0 ? left[t].values == right[t].values : worst <= rtol * scale;
     if (!equal) {
       fmt::print("{}: differs; worst element {}: {:.9g} vs {:.9g} (relative difference {:.3g})\n", left[t].name,
@@ -120,17 +124,26 @@ void add_ckpt_command(CLI::App& app) {
   struct DiffOptions {
     std::string a, b;
     double rtol = 0.0;
+    std::optional<double> optimizer_rtol;
   };
   auto diff_options = std::make_shared<DiffOptions>();
   auto* diff = ckpt->add_subcommand("diff", "compare two checkpoints' tensors; exit 1 if they differ");
   diff->add_option("a", diff_options->a, "checkpoint file or sharded step directory")->required();
   diff->add_option("b", diff_options->b, "checkpoint file or sharded step directory")->required();
   diff->add_option("--rtol", diff_options->rtol, "tolerance: max|a-b| <= rtol * max|a| per tensor (default 0: bitwise equal)");
+  diff->add_option("--optimizer-rtol", diff_options->optimizer_rtol,
+                   "tolerance for the optimizer state alone (default: --rtol): AdamW's moments average the "
+                   "gradients, whose sums in another order (another world size) differ more, relative to "
+                   "their scale, than the weights do");
   diff->callback([diff_options] {
-    const int differing =
-        compare(load_checkpoint(diff_options->a), load_checkpoint(diff_options->b), diff_options->rtol);
+    const double optimizer_rtol = diff_options->optimizer_rtol.value_or(diff_options->rtol);
+    const int differing = compare(load_checkpoint(diff_options->a), load_checkpoint(diff_options->b),
+                                  diff_options->rtol, optimizer_rtol);
     if (differing > 0) throw Failure(fmt::format("{} tensor(s) differ", differing));
-    fmt::print("identical{}\n", diff_options->rtol > 0.0 ? fmt::format(" within rtol {}", diff_options->rtol) : "");
+    std::string within;
+    if (diff_options->rtol > 0.0) within = fmt::format(" within rtol {}", diff_options->rtol);
+    if (optimizer_rtol != diff_options->rtol) within += fmt::format(" (optimizer state {})", optimizer_rtol);
+    fmt::print("identical{}\n", within);
   });
 }
 

@@ -216,8 +216,8 @@ class Run {
     try {
       return Sampler(train_data_->examples(), global_batch_, spec_.data.shuffle, spec_.train.seed);
     } catch (const std::invalid_argument& error) {
-      throw BadInput(fmt::format("data.train: {} (micro_batch {} x grad_accum {} x {} ranks)", error.what(),
-                                 spec_.train.micro_batch, spec_.train.grad_accum, comm_.world_size()));
+      throw BadInput(fmt::format("data.train: {}: {} (micro_batch {} x grad_accum {} x {} ranks)", spec_.data.train,
+                                 error.what(), spec_.train.micro_batch, spec_.train.grad_accum, comm_.world_size()));
     }
   }
 

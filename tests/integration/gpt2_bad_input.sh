@@ -30,6 +30,10 @@ for case in bad_magic bad_version truncated short; do
 done
 expect_exit 2 "$TRAINCTL" run --no-preflight bad_magic.toml
 expect_message "magic"
+# Fewer sequences than one global batch: the runtime names the key and the file.
+write_config too_small.toml too_small "${gpt2[@]}" data.train='"data/short.bin"' model.block_size=8 train.micro_batch=4
+expect_exit 2 "$TRAINCTL" run --no-preflight too_small.toml
+expect_message "data.train: $work/data/short.bin: the dataset has"
 write_config vocab.toml vocab "${gpt2[@]}" model.vocab_size=100
 expect_exit 2 "$TRAINCTL" run vocab.toml
 expect_message "data.train: "
