@@ -88,7 +88,7 @@ void print_estimate(const Config& config, const MemoryEstimate& estimate) {
   row("total", total_bytes(estimate.memory),
       estimate.other_recompute ? std::optional(total_bytes(*estimate.other_recompute)) : std::nullopt);
   if (estimate.other_recompute) fmt::print("* as configured (train.recompute = {})\n", run.train.recompute);
-  fmt::print("ranks other than 0 need the total less the checkpoint staging.\n");
+  if (!run.checkpoint.sharded) fmt::print("ranks other than 0 need the total less the checkpoint staging.\n");
   const int64_t mapped = total_bytes(estimate.memory, [](const MemoryComponent& c) { return c.once_per_node; });
   if (mapped > 0)
     fmt::print("the mapped data ({} MiB) are in each rank's resident set but held once a node (the page cache), "

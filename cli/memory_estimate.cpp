@@ -34,9 +34,9 @@ struct DataMemory {
   int64_t mapped_bytes = 0;  // files mapped, shared by the ranks of a node
 };
 
-// One rank's memory, component by component. Only rank 0 stages checkpoints: the host copy of
-// the weights and of the optimizer state it holds (runtime/checkpoint_manager.cpp), and a copy
-// of one optimizer tensor at a time that the writer makes (storage/checkpoint_file.cpp).
+// One rank's memory, component by component. Checkpoints are staged in host copies
+// (runtime/checkpoint_manager.cpp): of the weights and the whole optimizer state on rank 0, or
+// with checkpoint.sharded of each rank's shard of both on every rank.
 std::vector<MemoryComponent> memory_components(const RunSpec& run, const JobSpec& job, const ModelFootprint& model,
                                                const DataMemory& data, int64_t process_base) {
   const int64_t tensor_bytes = model.parameters * kFloat;
@@ -44,14 +44,19 @@ std::vector<MemoryComponent> memory_components(const RunSpec& run, const JobSpec
   const int64_t optimizer_buffers = adamw ? 2 : 1;
   std::string optimizer = adamw ? "adamw: 2 moments" : "sgd: momentum";
   int64_t optimizer_bytes = optimizer_buffers * tensor_bytes;
+  // ZeRO-1 and sharded checkpoints split the flat state over the data-parallel ranks: a rank
+  // holds at most ceil(parameters / world size) floats of each buffer.
+  const int64_t world = job.world_size();
+  const int64_t shard_bytes = (model.parameters + world - 1) / world * kFloat;
   if (run.train.zero == 1) {
-    // ZeRO-1 splits each optimizer buffer, laid out as the flat parameters, over the data-parallel
-    // ranks: a rank holds at most ceil(parameters / world size) floats of each.
-    const int64_t world = job.world_size();
     optimizer += fmt::format("; ZeRO-1: 1/{} of {}", world, size_text(optimizer_bytes));
-    optimizer_bytes = optimizer_buffers * ((model.parameters + world - 1) / world) * kFloat;
+    optimizer_bytes = optimizer_buffers * shard_bytes;
   }
   const bool gpu = run.train.device != "cpu";
+  const MemoryComponent staging =
+      run.checkpoint.sharded
+          ? MemoryComponent{"checkpoint staging (a shard, every rank)", (1 + optimizer_buffers) * shard_bytes}
+          : MemoryComponent{"checkpoint staging (rank 0)", tensor_bytes + optimizer_bytes, false, true};
   return {
       {"weights", tensor_bytes, gpu},
       {"gradients", tensor_bytes, gpu},
@@ -60,7 +65,7 @@ std::vector<MemoryComponent> memory_components(const RunSpec& run, const JobSpec
       {"CPU kernel scratch", gpu ? 0 : model.cpu_scratch_bytes},
       {"data", data.bytes},
       {"data, mapped (once a node)", data.mapped_bytes, false, false, true},
-      {"checkpoint staging (rank 0)", tensor_bytes + optimizer_bytes, false, true},
+      staging,
       {"process base", process_base},
   };
 }
