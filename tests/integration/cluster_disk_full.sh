@@ -19,12 +19,20 @@ write_config full.toml full "${settings[@]}"
 write_config reference.toml reference "${settings[@]}"
 "$TRAINCTL" run reference.toml --ranks 2 >reference.log
 
+# full_disk RUN REFERENCE STEP: mounts on RUN's checkpoints/ a tmpfs with room for two and a half
+# of REFERENCE's step-STEP checkpoints; unmounted at exit.
+mounted=()
+trap 'umount "${mounted[@]}" 2>/dev/null || true; cleanup' EXIT
+full_disk() {
+  local checkpoints=$work/runs/$1/checkpoints bytes
+  mkdir -p "$checkpoints"
+  bytes=$(stat -c %s "$(checkpoint_of "runs/$2" "$3")")
+  mount -t tmpfs -o size=$((bytes * 5 / 2)) trainctl-test-full "$checkpoints" ||
+    { echo "SKIP: cannot mount a tmpfs here"; exit 77; }
+  mounted+=("$checkpoints")
+}
+full_disk full reference 600
 checkpoints=$work/runs/full/checkpoints
-mkdir -p "$checkpoints"
-checkpoint_bytes=$(stat -c %s "$(checkpoint_of runs/reference 600)")
-mount -t tmpfs -o size=$((checkpoint_bytes * 5 / 2)) trainctl-test-full "$checkpoints" ||
-  { echo "SKIP: cannot mount a tmpfs here"; exit 77; }
-trap 'umount "$checkpoints" 2>/dev/null || true; cleanup' EXIT
 
 job=$(submit full.toml)
 wait_for_job "$job" 120 COMPLETED FAILED CANCELLED
@@ -58,12 +66,8 @@ async_settings=(model.hidden='[1024, 1024]' train.micro_batch=64 train.steps=150
 write_config async.toml async "${async_settings[@]}" checkpoint.async=true
 write_config async_reference.toml async-reference "${async_settings[@]}"
 "$TRAINCTL" run async_reference.toml --ranks 2 >async_reference.log
+full_disk async async-reference 1500
 async_checkpoints=$work/runs/async/checkpoints
-mkdir -p "$async_checkpoints"
-async_bytes=$(stat -c %s "$(checkpoint_of runs/async-reference 1500)")
-mount -t tmpfs -o size=$((async_bytes * 5 / 2)) trainctl-test-full "$async_checkpoints" ||
-  { echo "SKIP: cannot mount a tmpfs here"; exit 77; }
-trap 'umount "$checkpoints" "$async_checkpoints" 2>/dev/null || true; cleanup' EXIT
 job=$(submit async.toml)
 wait_for_event runs/async checkpoint_failed 1 120
 mount -o remount,size=256m "$async_checkpoints"
