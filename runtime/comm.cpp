@@ -107,10 +107,12 @@ std::pair<std::vector<int>, std::vector<int>> counts_and_displacements(const std
 void Comm::reduce_scatter_sum(float* data, const std::vector<int64_t>& bounds) {
   if (world_size_ == 1) return;
   const auto [counts, displacements] = counts_and_displacements(bounds);
-  // MPI puts the result at the start of the receive buffer, so it lands in a copy first.
-  std::vector<float> mine(static_cast<size_t>(counts[static_cast<size_t>(rank_)]));
-  MPI_CHECK(MPI_Reduce_scatter(data, mine.data(), counts.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
-  std::copy(mine.begin(), mine.end(), data + bounds[static_cast<size_t>(rank_)]);
+  // MPI puts the result at the start of the receive buffer, so it lands in a copy first, one
+  // kept for the next call: a fresh one a step would cost its page faults every time.
+  reduce_scatter_result_.resize(static_cast<size_t>(counts[static_cast<size_t>(rank_)]));
+  MPI_CHECK(MPI_Reduce_scatter(data, reduce_scatter_result_.data(), counts.data(), MPI_FLOAT, MPI_SUM,
+                               MPI_COMM_WORLD));
+  std::copy(reduce_scatter_result_.begin(), reduce_scatter_result_.end(), data + bounds[static_cast<size_t>(rank_)]);
 }
 
 void Comm::all_gather(float* data, const std::vector<int64_t>& bounds) {

@@ -60,6 +60,7 @@ class Comm {
   int local_rank_ = 0;
   std::vector<std::string> node_names_;
   bool failure_on_every_rank_ = false;
+  std::vector<float> reduce_scatter_result_;
 };
 
 }  // namespace trainctl
