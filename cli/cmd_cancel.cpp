@@ -11,7 +11,7 @@ namespace trainctl {
 void add_cancel_command(CLI::App& app) {
   auto* command = app.add_subcommand("cancel", "cancel the run's SLURM job");
   auto run = std::make_shared<std::string>();
-  command->add_option("run", *run, "run directory")->required();
+  command->add_option("run", *run, "run directory")->type_name(path_kind::kDirectory)->required();
   command->callback([run] {
     const RunDir run_dir(*run);
     const std::optional<std::string> job_id = run_dir.job_id();

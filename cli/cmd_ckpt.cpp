@@ -91,14 +91,14 @@ void add_ckpt_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
 
   auto* ls = ckpt->add_subcommand("ls", "list a run's checkpoints, newest first");
-  ls->add_option("path", *path, "run directory or checkpoints folder")->required();
+  ls->add_option("path", *path, "run directory or checkpoints folder")->type_name(path_kind::kDirectory)->required();
   ls->callback([path] {
     for (const CheckpointEntry& entry : checkpoints_at(*path))
       fmt::print("{:>10}  {:>10} bytes  {}\n", entry.step, checkpoint_bytes(entry.path), entry.path);
   });
 
   auto* inspect = ckpt->add_subcommand("inspect", "print a checkpoint's metadata and tensor shapes");
-  inspect->add_option("path", *path, "checkpoint (file or step directory), or a run directory for its newest")->required();
+  inspect->add_option("path", *path, "checkpoint (file or step directory), or a run directory for its newest")->type_name(path_kind::kPath)->required();
   inspect->callback([path] {
     const std::vector<CheckpointEntry> entries = checkpoints_at(*path);
     if (entries.empty()) throw UsageError(fmt::format("no checkpoints in {}", *path));
@@ -106,7 +106,7 @@ void add_ckpt_command(CLI::App& app) {
   });
 
   auto* verify = ckpt->add_subcommand("verify", "verify checksums; exit 1 if any checkpoint is bad");
-  verify->add_option("path", *path, "checkpoint (file or step directory), run directory or checkpoints folder")->required();
+  verify->add_option("path", *path, "checkpoint (file or step directory), run directory or checkpoints folder")->type_name(path_kind::kPath)->required();
   verify->callback([path] {
     int bad = 0;
     for (const CheckpointEntry& entry : checkpoints_at(*path)) {
@@ -128,8 +128,8 @@ void add_ckpt_command(CLI::App& app) {
   };
   auto diff_options = std::make_shared<DiffOptions>();
   auto* diff = ckpt->add_subcommand("diff", "compare two checkpoints' tensors; exit 1 if they differ");
-  diff->add_option("a", diff_options->a, "checkpoint file or sharded step directory")->required();
-  diff->add_option("b", diff_options->b, "checkpoint file or sharded step directory")->required();
+  diff->add_option("a", diff_options->a, "checkpoint file or sharded step directory")->type_name(path_kind::kPath)->required();
+  diff->add_option("b", diff_options->b, "checkpoint file or sharded step directory")->type_name(path_kind::kPath)->required();
   diff->add_option("--rtol", diff_options->rtol, "tolerance: max|a-b| <= rtol * max|a| per tensor (default 0: bitwise equal)");
   diff->add_option("--optimizer-rtol", diff_options->optimizer_rtol,
                    "tolerance for the optimizer state alone (default: --rtol): AdamW's moments average the "

@@ -116,16 +116,16 @@ void add_tokenize_command(CLI::App& data) {
   auto* tokenize = data.add_subcommand(
       "tokenize", "write text files as an llm.c token file: one token per byte (vocab_size 256), or GPT-2's tokens");
   auto options = std::make_shared<TokenizeOptions>();
-  tokenize->add_option("inputs", options->inputs, "input files, concatenated in this order")->required();
-  tokenize->add_option("-o,--out", options->out, "training token file")->required();
-  auto* val_out = tokenize->add_option("--val-out", options->val_out, "also write a validation token file");
+  tokenize->add_option("inputs", options->inputs, "input files, concatenated in this order")->type_name(path_kind::kFile)->required();
+  tokenize->add_option("-o,--out", options->out, "training token file")->type_name(path_kind::kFile)->required();
+  auto* val_out = tokenize->add_option("--val-out", options->val_out, "also write a validation token file")->type_name(path_kind::kFile);
   tokenize->add_option("--val-fraction", options->val_fraction, "the last fraction of the tokens that goes to --val-out")
       ->capture_default_str()
       ->needs(val_out);
   auto* tokenizer = tokenize->add_option(
       "--tokenizer", options->tokenizer,
       "GPT-2's tokenizer: a directory with vocab.json and merges.txt, or tokenizer.json; each document starts with "
-      "<|endoftext|>");
+      "<|endoftext|>")->type_name(path_kind::kPath);
   tokenize->add_option("--documents", options->documents, "with --tokenizer: a document is each input file or each non-empty line")
       ->check(CLI::IsMember({"files", "lines"}))
       ->capture_default_str()
@@ -156,8 +156,8 @@ void add_decode_command(CLI::App& data) {
     std::string file, tokenizer;
   };
   auto options = std::make_shared<Options>();
-  decode->add_option("file", options->file, "token file")->required();
-  decode->add_option("--tokenizer", options->tokenizer, "GPT-2's tokenizer directory (without: one byte per token)");
+  decode->add_option("file", options->file, "token file")->type_name(path_kind::kFile)->required();
+  decode->add_option("--tokenizer", options->tokenizer, "GPT-2's tokenizer directory (without: one byte per token)")->type_name(path_kind::kDirectory);
   decode->callback([options] {
     const std::vector<uint16_t> tokens = read_token_file(options->file, int64_t{1} << 16);
     std::optional<Gpt2Tokenizer> tokenizer;
@@ -192,12 +192,12 @@ void add_data_command(CLI::App& app) {
     uint64_t seed = 0;
   };
   auto options = std::make_shared<Options>();
-  synth->add_option("-o,--out", options->out, "training set file")->required();
+  synth->add_option("-o,--out", options->out, "training set file")->type_name(path_kind::kFile)->required();
   synth->add_option("--samples", options->samples, "training samples")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
   synth->add_option("--features", options->features, "features per sample")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   synth->add_option("--classes", options->classes, "classes")->capture_default_str()->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
   synth->add_option("--seed", options->seed, "seed")->capture_default_str();
-  synth->add_option("--val-out", options->val_out, "also write a validation set from the same distribution");
+  synth->add_option("--val-out", options->val_out, "also write a validation set from the same distribution")->type_name(path_kind::kFile);
   synth->add_option("--val-samples", options->val_samples, "validation samples")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
   synth->callback([options] {
     write_classification_file(options->out, synthesize(options->samples, options->features, options->classes,

@@ -304,16 +304,18 @@ void warn_about_signal_grace(const JobSpec& job, const Measurement& measured) {
 
 void add_estimate_command(CLI::App& app) {
   auto* command = app.add_subcommand(
-      "estimate",
-      "parameters, memory per rank by component and FLOPs per step of a config; --measure N also times N "
-      "steps here for the run's duration, a job.time and a checkpoint interval. Warns when job.mem is below the "
-      "estimate and, with --measure only, when signal_grace is shorter than a measured step plus checkpoint write");
+      "estimate", "parameters, memory per rank by component and FLOPs per step of a config");
+  // The overview lists each command's description on one line; the rest is for its own --help.
+  command->footer(
+      "--measure N also times N steps here for the run's duration, a job.time and a checkpoint interval. Warns "
+      "when job.mem is below the estimate and, with --measure only, when signal_grace is shorter than a measured "
+      "step plus checkpoint write.");
   struct Options {
     std::string config;
     int64_t measure = 0;
   };
   auto options = std::make_shared<Options>();
-  command->add_option("config", options->config, "TOML config")->required();
+  command->add_option("config", options->config, "TOML config")->type_name(path_kind::kConfig)->required();
   command->add_option("--measure", options->measure,
                       "train N steps on one rank here (a temporary run directory, one checkpoint at the end)")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}));

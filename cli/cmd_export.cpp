@@ -57,9 +57,9 @@ void add_export_command(CLI::App& app) {
     std::string path, out;
   };
   auto options = std::make_shared<Options>();
-  command->add_option("path", options->path, "checkpoint file, or a run directory for its newest valid one")
+  command->add_option("path", options->path, "checkpoint file, or a run directory for its newest valid one")->type_name(path_kind::kPath)
       ->required();
-  command->add_option("-o,--out", options->out, "directory to write model.safetensors and config.json to")
+  command->add_option("-o,--out", options->out, "directory to write model.safetensors and config.json to")->type_name(path_kind::kDirectory)
       ->required();
   command->callback([options] {
     const StoredCheckpoint stored = load_stored_checkpoint(options->path);

@@ -20,7 +20,7 @@ void add_logs_command(CLI::App& app) {
     bool follow = false;
   };
   auto options = std::make_shared<Options>();
-  command->add_option("run", options->run, "run directory")->required();
+  command->add_option("run", options->run, "run directory")->type_name(path_kind::kDirectory)->required();
   command->add_flag("-f,--follow", options->follow, "keep printing what is appended (Ctrl-C to stop)");
   command->callback([options] {
     const RunDir run_dir(options->run);

@@ -18,8 +18,8 @@ void add_plot_command(CLI::App& app) {
     int height = 500;
   };
   auto options = std::make_shared<Options>();
-  command->add_option("path", options->path, "run directory or sweep directory")->required();
-  command->add_option("-o,--output", options->output, "FILE.png or FILE.svg (default: PATH/loss.png)");
+  command->add_option("path", options->path, "run directory or sweep directory")->type_name(path_kind::kDirectory)->required();
+  command->add_option("-o,--output", options->output, "FILE.png or FILE.svg (default: PATH/loss.png)")->type_name(path_kind::kFile);
   command->add_option("--width", options->width, "pixels")->capture_default_str()->check(CLI::Range(400, 10000));
   command->add_option("--height", options->height, "pixels")->capture_default_str()->check(CLI::Range(250, 10000));
   command->callback([options] {

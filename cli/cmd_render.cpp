@@ -57,9 +57,9 @@ void add_render_command(CLI::App& app) {
     std::string config, output, run_dir;
   };
   auto options = std::make_shared<Options>();
-  command->add_option("config", options->config, "TOML config")->required();
-  command->add_option("-o,--output", options->output, "write the script to FILE instead of stdout");
-  command->add_option("--run-dir", options->run_dir, "run directory (default: runs/<job.name>)");
+  command->add_option("config", options->config, "TOML config")->type_name(path_kind::kConfig)->required();
+  command->add_option("-o,--output", options->output, "write the script to FILE instead of stdout")->type_name(path_kind::kFile);
+  command->add_option("--run-dir", options->run_dir, "run directory (default: runs/<job.name>)")->type_name(path_kind::kDirectory);
   command->callback([options] {
     const Config config = load_config(options->config);
     // What submit would refuse has no script to show. Render opens no data files: the estimate

@@ -22,10 +22,10 @@ void add_run_command(CLI::App& app) {
     bool resume = false;
   };
   auto options = std::make_shared<Options>();
-  command->add_option("config", options->config, "TOML config")->required();
+  command->add_option("config", options->config, "TOML config")->type_name(path_kind::kConfig)->required();
   command->add_option("--ranks", options->ranks, "number of ranks")
       ->check(CLI::Range(1, 4096));
-  command->add_option("--run-dir", options->run_dir, "run directory (default: runs/<job.name>)");
+  command->add_option("--run-dir", options->run_dir, "run directory (default: runs/<job.name>)")->type_name(path_kind::kDirectory);
   command->add_flag("--resume", options->resume, "continue the run in an existing run directory");
   const auto no_preflight = add_no_preflight_flag(*command);
   command->callback([options, no_preflight] {

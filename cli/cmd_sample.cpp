@@ -168,11 +168,12 @@ void sample(const SampleOptions& options) {
 void add_sample_command(CLI::App& app) {
   auto* command = app.add_subcommand("sample", "continue a prompt with a checkpoint's language model (CPU)");
   auto options = std::make_shared<SampleOptions>();
-  command->add_option("path", options->path, "checkpoint file, or a run directory for its newest valid one")
+  command->add_option("path", options->path, "checkpoint file, or a run directory for its newest valid one")->type_name(path_kind::kPath)
       ->required();
   command->add_option("--prompt", options->prompt, "text to continue")->required();
   command->add_option("--tokenizer", options->tokenizer,
-                      "GPT-2 tokenizer directory (default: the one the run trained with, if any; else bytes)");
+                      "GPT-2 tokenizer directory (default: the one the run trained with, if any; else bytes)")
+      ->type_name(path_kind::kDirectory);
   command->add_option("--tokens", options->tokens, "tokens to generate")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));

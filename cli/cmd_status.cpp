@@ -38,7 +38,7 @@ void add_status_command(CLI::App& app) {
     bool json = false;
   };
   auto options = std::make_shared<Options>();
-  command->add_option("runs", options->runs, "run directories");
+  command->add_option("runs", options->runs, "run directories")->type_name(path_kind::kDirectory);
   command->add_flag("--json", options->json, "print a JSON array instead of a table");
   command->callback([options] {
     std::vector<std::string> runs = options->runs.empty() ? runs_under("runs") : options->runs;

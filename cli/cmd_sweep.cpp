@@ -77,7 +77,7 @@ void add_status_subcommand(CLI::App& sweep_command) {
     bool json = false;
   };
   auto options = std::make_shared<Options>();
-  command->add_option("sweep", options->sweep, "sweep directory")->required();
+  command->add_option("sweep", options->sweep, "sweep directory")->type_name(path_kind::kDirectory)->required();
   command->add_option("--sort", options->sort, "rank by best_val_loss, loss or task (default: best_val_loss when "
                                                "any task has validated, else loss)")
       ->check(CLI::IsMember({"best_val_loss", "loss", "task"}));
@@ -112,7 +112,7 @@ void add_resubmit_subcommand(CLI::App& sweep_command) {
     bool failed = false;
   };
   auto options = std::make_shared<Options>();
-  command->add_option("sweep", options->sweep, "sweep directory")->required();
+  command->add_option("sweep", options->sweep, "sweep directory")->type_name(path_kind::kDirectory)->required();
   command->add_flag("--failed", options->failed, "the tasks that are neither queued, running nor completed")->required();
   command->callback([options] {
     const SweepDir sweep(options->sweep);

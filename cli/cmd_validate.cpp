@@ -16,7 +16,7 @@ namespace trainctl {
 void add_validate_command(CLI::App& app) {
   auto* command = app.add_subcommand("validate", "check a config; exit 0 if valid, 2 with file:line:col: key: message");
   auto config_path = std::make_shared<std::string>();
-  command->add_option("config", *config_path, "TOML config")->required();
+  command->add_option("config", *config_path, "TOML config")->type_name(path_kind::kConfig)->required();
   const auto no_preflight = add_no_preflight_flag(*command);
   command->callback([config_path, no_preflight] {
     const Config config = load_config(*config_path);
