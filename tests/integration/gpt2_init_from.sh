@@ -9,7 +9,7 @@
 #  - `export` -> init_from is bitwise, from the export directory and from a checkpoint file;
 #  - a run with checkpoints of its own resumes from them, not from init_from;
 #  - files that do not fit the config: exit 2 naming the first tensor and both shapes;
-#  - configs/gpt2_finetune.toml runs as the README's "Fine-tune GPT-2 on your text" says.
+#  - configs/gpt2_finetune.toml runs as docs/gpt2.md's "Fine-tune GPT-2 on your text" says.
 source "$(dirname "$0")/lib.sh"
 /usr/bin/python3 -c 'import torch, h5py' 2>/dev/null || { echo "SKIP: python3-torch or python3-h5py missing"; exit 77; }
 peer() { /usr/bin/python3 "$(dirname "$0")/gpt2_peer.py" "$@"; }
@@ -69,7 +69,7 @@ head -c 100000 hub.safetensors >cut.safetensors
 expect_init_error cut "train.init_from: $work/cut.safetensors: tensor wte.weight ends at byte 6432896 of the data, which has 97144 (truncated)" \
   train.init_from='"cut.safetensors"'
 
-# The README's fine-tuning example, with its own config file: weights exported from a run of the
+# docs/gpt2.md's fine-tuning example, with its own config file: weights exported from a run of the
 # demo's shape, text tokenized into demo-data/, then the config run as it is (on one rank here).
 mkdir -p example/configs example/demo-data
 cp "$TRAINCTL_SOURCE_DIR/configs/gpt2_finetune.toml" example/configs/

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The layers (docs/runtime.md, README "Layout"): the CLI, the SLURM side and program/ include no
+# The layers (docs/runtime.md, docs/development.md, "Layout"): the CLI, the SLURM side and program/ include no
 # header of runtime/ (shared contracts live in common/), and neither trainctl nor trainctl-launch
 # links MPI or CUDA: trainctl runs on login nodes without either, and a user's program brings
 # its own.
