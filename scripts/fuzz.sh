@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Runs the libFuzzer targets (fuzz/) under ASan and UBSan: configures a clang++ build of its own
+# Runs the libFuzzer targets (tests/fuzz/) under ASan and UBSan: configures a clang++ build of its own
 # once, builds only the targets, runs each for N seconds on a scratch copy of its seed corpus
-# (fuzz/corpus/<target>, never grown here), and prints one line per target:
+# (tests/fuzz/corpus/<target>, never grown here), and prints one line per target:
 #   fuzz_config: 600 s, 1234567 execs (2057/s), corpus 412 inputs, cov 2345 ft 9876
 # Exits 1 on any finding (crash, sanitizer report, leak, timeout, out of memory), naming the
 # reproducer it saved; 77 (a skip for meson test) when clang++ or libFuzzer is missing.
 # Usage: scripts/fuzz.sh [--seconds N] [--build-dir DIR]      (defaults: 600, build-fuzz)
-# Reproduce a finding: DIR/fuzz/fuzz_<target> REPRODUCER
+# Reproduce a finding: DIR/tests/fuzz/fuzz_<target> REPRODUCER
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,7 +38,7 @@ if [ ! -f "$build_dir/build.ninja" ]; then
     -Dcuda=disabled -Dmpi=disabled -Dbuildtype=debugoptimized -Dcpp_args=-fsanitize=fuzzer-no-link >/dev/null
 fi
 # ninja reports compile errors on stdout: shown only when the build fails.
-build_log=$(ninja -C "$build_dir" -j 2 "${targets[@]/#/fuzz/fuzz_}") || {
+build_log=$(ninja -C "$build_dir" -j 2 "${targets[@]/#/tests/fuzz/fuzz_}") || {
   echo "$build_log" >&2
   echo "fuzz.sh: the fuzz targets did not build (above)" >&2
   exit 1
@@ -53,10 +53,10 @@ for target in "${targets[@]}"; do
   log="$build_dir/fuzz-logs/$target.log"
   rm -rf "$corpus" "$findings"
   mkdir -p "$corpus" "$findings" "$(dirname "$log")"
-  cp fuzz/corpus/"$target"/* "$corpus"/
+  cp tests/fuzz/corpus/"$target"/* "$corpus"/
   # 64 KB inputs reach the config reader's length limits (a 30 KB [job] string once overflowed the stack).
   run_status=0
-  "$build_dir/fuzz/fuzz_$target" "$corpus" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
+  "$build_dir/tests/fuzz/fuzz_$target" "$corpus" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="$findings/" >"$log" 2>&1 || run_status=$?
   stats=$(grep -E '^#[0-9]+' "$log" | grep -E 'cov: ' | tail -1 || true)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")

@@ -1,4 +1,4 @@
-// Tests for trainctl plot: the chart (plot/line_chart.cpp) renders a PNG of the requested size
+// Tests for trainctl plot: the chart (cli/plot/line_chart.cpp) renders a PNG of the requested size
 // whose series are drawn inside the plot area and nowhere else but the legend, and an SVG; the
 // metrics history (cli/loss_plot.cpp) keeps the last value per step across a resume.
 #include <doctest/doctest.h>

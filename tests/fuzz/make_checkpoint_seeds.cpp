@@ -1,6 +1,6 @@
 // Writes the seed corpus of the checkpoint fuzzer: real checkpoints saved by save_checkpoint,
 // with tensors of a few values so that each seed is a few KB, packed as checkpoint_input.h says.
-// Usage (from a fuzzing build): fuzz/make_checkpoint_seeds fuzz/corpus/checkpoint
+// Usage (from a fuzzing build): tests/fuzz/make_checkpoint_seeds tests/fuzz/corpus/checkpoint
 #include <unistd.h>
 
 #include <cstdio>
