@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -82,6 +83,15 @@ int64_t validation_tokens(int64_t total, const TokenizeOptions& options) {
   return val_tokens;
 }
 
+// An output file may name a folder that does not exist yet (`-o demo-data/train.bin` in a fresh
+// checkout): it is made as the option is read.
+CLI::Option* creates_parent_folder(CLI::Option* output) {
+  return output->each([](const std::string& path) {
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent);
+  });
+}
+
 void tokenize_bytes(const TokenizeOptions& options) {
   std::vector<uint16_t> tokens;
   for (const std::string& input : options.inputs) append_byte_tokens(input, tokens);
@@ -117,8 +127,12 @@ void add_tokenize_command(CLI::App& data) {
       "tokenize", "write text files as an llm.c token file: one token per byte (vocab_size 256), or GPT-2's tokens");
   auto options = std::make_shared<TokenizeOptions>();
   tokenize->add_option("inputs", options->inputs, "input files, concatenated in this order")->type_name(path_kind::kFile)->required();
-  tokenize->add_option("-o,--out", options->out, "training token file")->type_name(path_kind::kFile)->required();
-  auto* val_out = tokenize->add_option("--val-out", options->val_out, "also write a validation token file")->type_name(path_kind::kFile);
+  creates_parent_folder(tokenize->add_option("-o,--out", options->out, "training token file"))
+      ->type_name(path_kind::kFile)
+      ->required();
+  auto* val_out =
+      creates_parent_folder(tokenize->add_option("--val-out", options->val_out, "also write a validation token file"))
+          ->type_name(path_kind::kFile);
   tokenize->add_option("--val-fraction", options->val_fraction, "the last fraction of the tokens that goes to --val-out")
       ->capture_default_str()
       ->needs(val_out);
@@ -192,12 +206,16 @@ void add_data_command(CLI::App& app) {
     uint64_t seed = 0;
   };
   auto options = std::make_shared<Options>();
-  synth->add_option("-o,--out", options->out, "training set file")->type_name(path_kind::kFile)->required();
+  creates_parent_folder(synth->add_option("-o,--out", options->out, "training set file"))
+      ->type_name(path_kind::kFile)
+      ->required();
   synth->add_option("--samples", options->samples, "training samples")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
   synth->add_option("--features", options->features, "features per sample")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   synth->add_option("--classes", options->classes, "classes")->capture_default_str()->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
   synth->add_option("--seed", options->seed, "seed")->capture_default_str();
-  synth->add_option("--val-out", options->val_out, "also write a validation set from the same distribution")->type_name(path_kind::kFile);
+  creates_parent_folder(
+      synth->add_option("--val-out", options->val_out, "also write a validation set from the same distribution"))
+      ->type_name(path_kind::kFile);
   synth->add_option("--val-samples", options->val_samples, "validation samples")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
   synth->callback([options] {
     write_classification_file(options->out, synthesize(options->samples, options->features, options->classes,

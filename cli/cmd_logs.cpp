@@ -1,17 +1,49 @@
-// trainctl logs RUN [-f]: the run's SLURM log, one file across requeues.
-#include <unistd.h>
-
+// trainctl logs RUN [-f]: the run's SLURM log, one file across requeues; with -f, followed until
+// the job has ended (requeues included), so that a script can wait on it.
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "commands.h"
 #include "errors.h"
 #include "run_dir.h"
+#include "run_status.h"
 
 namespace trainctl {
+
+namespace {
+
+// Prints the log as it grows (it appears once a pending job starts) until SLURM's view and the
+// run's record say the job has ended, then what the last poll left, and how it ended on stderr.
+void follow_until_ended(const RunDir& run_dir, const std::string& log) {
+  ProcessRunner runner;
+  SlurmClient slurm(runner);
+  std::streamoff printed = 0;
+  const auto print_new = [&] {
+    std::ifstream in(log, std::ios::binary | std::ios::ate);
+    if (!in || in.tellg() <= printed) return;
+    std::string appended(static_cast<size_t>(in.tellg() - printed), '\0');
+    in.seekg(printed);
+    in.read(appended.data(), static_cast<std::streamsize>(appended.size()));
+    std::cout.write(appended.data(), in.gcount()).flush();
+    printed += in.gcount();
+  };
+  for (;;) {
+    const RunStatus status = read_run_status(run_dir, slurm);
+    print_new();
+    if (!is_active_state(status.state)) {
+      fmt::print(stderr, "trainctl: job {} ended: {}\n", status.job_id, status.state);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+}  // namespace
 
 void add_logs_command(CLI::App& app) {
   auto* command = app.add_subcommand("logs", "show the run's log");
@@ -21,16 +53,15 @@ void add_logs_command(CLI::App& app) {
   };
   auto options = std::make_shared<Options>();
   command->add_option("run", options->run, "run directory")->type_name(path_kind::kDirectory)->required();
-  command->add_flag("-f,--follow", options->follow, "keep printing what is appended (Ctrl-C to stop)");
+  command->add_flag("-f,--follow", options->follow, "keep printing what is appended until the job has ended");
   command->callback([options] {
     const RunDir run_dir(options->run);
     const std::optional<std::string> job_id = run_dir.job_id();
     if (!job_id) throw UsageError(fmt::format("{} has no SLURM job (it was not submitted)", run_dir.path()));
     const std::string log = run_dir.log(*job_id);
     if (options->follow) {
-      // tail -F also waits for a log that a pending job has not created yet.
-      execlp("tail", "tail", "-n", "+1", "-F", log.c_str(), static_cast<char*>(nullptr));
-      throw Failure(fmt::format("cannot run tail: {}", std::strerror(errno)));
+      follow_until_ended(run_dir, log);
+      return;
     }
     std::ifstream in(log);
     if (!in) throw UsageError(fmt::format("no log yet at {} (is job {} still pending?)", log, *job_id));
