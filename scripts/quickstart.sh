@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job on a fresh Debian 12 machine (README): installs the dependencies, builds, starts
+# The main job on a fresh Debian 12 machine (README): installs the dependencies, builds and
+# installs trainctl (/usr/local as root, else ~/.local, or $TRAINCTL_PREFIX), starts
 # the embedded one-node SLURM cluster when no SLURM is reachable, tokenizes the demo text (the
 # licences under /usr/share/common-licenses), and submits configs/gpt2_demo.toml: a byte-level
 # GPT-2 on 2 ranks. Then the headline: midway it signals the job as SLURM does before a time
@@ -13,6 +14,16 @@ scripts/install-deps.sh
 echo "== building (scripts/build.sh)"
 scripts/build.sh || { echo "quickstart: the build failed (above)" >&2; exit 1; }
 trainctl=build/cli/trainctl
+
+# Installed, trainctl is on PATH, as the README's "Using it" runs it: system-wide as root, else
+# under ~/.local; TRAINCTL_PREFIX chooses another prefix.
+prefix=${TRAINCTL_PREFIX:-$([ "$(id -u)" -eq 0 ] && echo /usr/local || echo "$HOME/.local")}
+echo "== installing trainctl into $prefix (meson install)"
+meson configure build --prefix "$prefix" >/dev/null
+meson install -C build --quiet >/dev/null
+if [ "$(command -v trainctl)" != "$prefix/bin/trainctl" ]; then
+  echo "== to run trainctl by name: export PATH=\"$prefix/bin:\$PATH\""
+fi
 
 if ! timeout 10 sinfo -h >/dev/null 2>&1; then
   echo "== no SLURM reachable: starting the local one-node cluster (scripts/cluster.sh)"
