@@ -36,6 +36,8 @@ const Device kCpuDevice{
                               .embedding_backward = cpu::embedding_backward},
     .attention = AttentionOps{.attention_forward = cpu::attention_forward,
                               .attention_backward = cpu::attention_backward},
+    // Host memory is averaged by the runtime's MPI (runtime/grad_sync.h).
+    .collectives = std::nullopt,
 };
 
 }  // namespace
