@@ -22,6 +22,16 @@ expect_error 2 "trainctl: typo.toml:$line:7: train.lrr: unknown key (did you mea
 expect_error 2 "trainctl: typo.toml:$line:7: train.lrr: unknown key (did you mean \"lr\"?)" "$TRAINCTL" submit typo.toml
 [ ! -e runs/good ] || fail "a rejected submit created a run directory"
 
+# ZeRO-1's optimizer state is on no rank whole, so its checkpoints must be sharded; zero is 0 or 1.
+write_config unsharded.toml unsharded train.zero=1 checkpoint.sharded=false
+line=$(grep -n '^sharded' unsharded.toml | cut -d: -f1)
+expect_error 2 "trainctl: unsharded.toml:$line:11: checkpoint.sharded: must be true with train.zero = 1: no rank holds the whole optimizer state" \
+  "$TRAINCTL" validate unsharded.toml
+write_config zero2.toml zero2 train.zero=2
+line=$(grep -n '^zero' zero2.toml | cut -d: -f1)
+expect_exit 2 "$TRAINCTL" validate zero2.toml
+grep -qF "zero2.toml:$line:8: train.zero: " err.txt || fail "train.zero = 2: $(cat err.txt)"
+
 write_config hostile.toml 'x$(touch pwned)'
 expect_error 2 "trainctl: hostile.toml:2:8: job.name: may contain only letters, digits, '.', '_' and '-' (got \"x\$(touch pwned)\")" \
   "$TRAINCTL" render hostile.toml
