@@ -41,10 +41,12 @@ sudo_cmd=()
 export DEBIAN_FRONTEND=noninteractive
 source "$(dirname "$0")/progress.sh"
 # What apt and dpkg say goes to a log, shown when apt fails; the screen gets apt's own progress
-# (its machine-readable status lines), condensed.
+# (its machine-readable status lines), condensed. Not with Dpkg::Use-Pty=0: beside Status-Fd=1
+# it makes every maintainer script's output fail with EIO ("echo: I/O error"), and the packages
+# whose scripts print (fontconfig, libgstreamer1.0-0) fail to configure.
 apt_log=$(mktemp /tmp/install-deps.XXXXXX.log)
 apt_get() {
-  "${sudo_cmd[@]}" apt-get -q -o APT::Status-Fd=1 -o Dpkg::Use-Pty=0 "$@" 2>&1 | tee -a "$apt_log" |
+  "${sudo_cmd[@]}" apt-get -q -o APT::Status-Fd=1 "$@" 2>&1 | tee -a "$apt_log" |
     progress_filter apt progress_apt ||
     { tail -n 40 "$apt_log" >&2; echo "install-deps: apt-get $1 failed (above; all of it in $apt_log)" >&2; exit 1; }
 }
