@@ -6,6 +6,7 @@ fp32 and with bf16 autocast, eager and torch.compile, with PyTorch's fused causa
 with the FLOPs per token trainctl counts (models/gpt2.cpp: 6 N + 12 n_layer n_embd block_size,
 N the parameters without wpe) and the peaks of bench_gpu_mlp.py.
 Usage: python3 scripts/bench_gpu_gpt2.py --config CONFIG.toml [--warmup 10] [--steps 30]
+                                          [--precisions fp32,bf16]
 """
 import argparse
 import pathlib
@@ -66,6 +67,7 @@ def main():
     parser.add_argument("--config", required=True)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--precisions", default="fp32,bf16", help="comma-separated: fp32, bf16 or both")
     args = parser.parse_args()
     with open(args.config, "rb") as f:
         config = tomllib.load(f)
@@ -73,7 +75,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False  # trainctl's fp32 GEMM is true fp32
     Attention.fused = True
     print(f"GPU: {torch.cuda.get_device_name()}", flush=True)
-    for precision in ("fp32", "bf16"):
+    for precision in args.precisions.split(","):
         for compiled in (False, True):
             measure(config, tokens, args, precision, compiled)
 

@@ -41,8 +41,10 @@
 #                                                                               ~ 4 min,  8 min
 #   gpt2bench    GPT-2 124M's shape (12 x 768, 12 heads, block 1024, its 50257 tokens' vocabulary
 #                padded to 50304), micro-batch 8, on random tokens, fp32 and bf16: tokens/s and
-#                MFU, beside PyTorch eager and torch.compile with fused attention
-#                (scripts/bench_gpu_gpt2.py)                                     unknown, 8 min
+#                MFU, beside PyTorch eager and torch.compile with fused attention, in bf16
+#                (scripts/bench_gpu_gpt2.py); and the bf16 run's peak_device_mb against what
+#                nvidia-smi saw the GPU use beyond its idle use, sampled every 100 ms: the
+#                runtime's count must not exceed it                               unknown, 8 min
 # A call starts no step with less than 30 s left of GPU_CHECK_BUDGET (570 s: the tool's
 # 10 minutes, less the unpacking), and shortens the limit of the last one to fit; what it skips
 # shows as SKIP in the table.
@@ -379,6 +381,8 @@ keep_last = 1
 EOF
 }
 
+gpu_memory_used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -n 1; }
+
 step_gpt2bench() {
   needs_gpu
   # Random tokens of GPT-2's vocabulary in llm.c's format: speed does not depend on what they say.
@@ -391,10 +395,15 @@ tokens = np.random.default_rng(5).integers(0, 50257, 1 << 20, dtype=np.uint16)
 with open(sys.argv[1], "wb") as f:
     f.write(header.tobytes())
     f.write(tokens.astype("<u2").tobytes())' "$work/gpt2bench_tokens.bin"
-  local precision failed=0
+  local precision failed=0 idle_mib sampler trained
+  idle_mib=$(gpu_memory_used_mib)
   for precision in fp32 bf16; do
     gpt2bench_config "$precision"
-    train "gpt2bench-$precision" || { failed=1; continue; }
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >"$work/used-$precision.txt" &
+    sampler=$! trained=0
+    train "gpt2bench-$precision" || trained=$?
+    kill "$sampler" 2>/dev/null || true
+    [ "$trained" = 0 ] || { failed=1; continue; }
     # The median after 10 warm-up steps; MFU is the runtime's, against its device's dense peak.
     python3 -c '
 import json, statistics, sys
@@ -404,10 +413,19 @@ mfu = [line["mfu"] for line in steps if line.get("mfu") is not None]
 mfu_text = f"MFU {statistics.median(mfu):.1%}" if mfu else "MFU unknown (no peak for this GPU)"
 memory = max(line.get("peak_device_mb", 0) for line in steps)
 print(f"trainctl {sys.argv[2]}: {rate:,.0f} tokens/s, {mfu_text}, peak GPU memory {memory:,.0f} MiB")
-' "$work/runs/gpt2bench-$precision/metrics.jsonl" "$precision"
+# What the GPU held beyond its idle use also holds the CUDA context, cuBLASLt and the kernel
+# images, which the runtime does not allocate: its own count must be less, by about those.
+used = [int(line) for line in open(sys.argv[3]) if line.strip().isdigit()]
+seen = max(used) - int(sys.argv[4]) if used else None
+if seen is None:
+    sys.exit("nvidia-smi gave no reading of the GPU memory used")
+print(f"peak_device_mb {memory:,.0f} MiB; nvidia-smi: {seen:,} MiB used beyond the idle {sys.argv[4]} MiB, "
+      f"at most, in {len(used)} readings; {seen - memory:+,.0f} MiB not counted by the runtime")
+sys.exit(0 if memory <= seen else 1)
+' "$work/runs/gpt2bench-$precision/metrics.jsonl" "$precision" "$work/used-$precision.txt" "$idle_mib" || failed=1
     rm -rf "$work/runs/gpt2bench-$precision/checkpoints"
   done
-  python3 scripts/bench_gpu_gpt2.py --config "$work/gpt2bench-bf16.toml" || failed=1
+  python3 scripts/bench_gpu_gpt2.py --config "$work/gpt2bench-bf16.toml" --precisions bf16 || failed=1
   return "$failed"
 }
 
