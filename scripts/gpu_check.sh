@@ -63,8 +63,8 @@ pack_build=${PACK_BUILD_DIR:-build-gpu-pack}
 
 # Step limits in seconds.
 declare -A step_limit=([kernels]=180 [large]=420 [memcheck]=480 [racecheck]=480 [fp32]=240 [bf16]=180
-  [gpt2]=300 [sigterm]=240 [crossdevice]=240 [bench]=480 [gpt2bench]=480)
-all_steps=(kernels large memcheck racecheck fp32 bf16 gpt2 sigterm crossdevice bench gpt2bench)
+  [gpt2]=300 [sigterm]=240 [crossdevice]=240 [bench]=480 [gpt2bench]=480 [profile]=300)
+all_steps=(kernels large memcheck racecheck fp32 bf16 gpt2 sigterm crossdevice bench gpt2bench profile)
 
 if [ "${1:-}" = --pack ]; then
   set -e
@@ -350,7 +350,7 @@ print(f"trainctl {sys.argv[2]}: {rate:,.0f} samples/s, {rate * flops / 1e12:.1f}
 }
 
 # GPT-2 124M's shape, its vocabulary padded to a multiple of 64 (as people train it: whole
-# tiles and float4 rows), micro-batch 8 on one GPU, PRECISION, 40 steps without checkpoints but
+# tiles and float4 rows), micro-batch 8 on one GPU, PRECISION, STEPS (40) without checkpoints but
 # the last, in $work/gpt2bench-PRECISION.toml.
 gpt2bench_config() {
   cat >"$work/gpt2bench-$1.toml" <<EOF
@@ -368,7 +368,7 @@ vocab_size = 50304
 [data]
 train = "gpt2bench_tokens.bin"
 [train]
-steps = 40
+steps = ${2:-40}
 micro_batch = 8
 lr = 6e-4
 grad_clip = 1.0
@@ -383,9 +383,8 @@ EOF
 
 gpu_memory_used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -n 1; }
 
-step_gpt2bench() {
-  needs_gpu
-  # Random tokens of GPT-2's vocabulary in llm.c's format: speed does not depend on what they say.
+# Random tokens of GPT-2's vocabulary in llm.c's format: speed does not depend on what they say.
+gpt2bench_tokens() {
   python3 -c '
 import sys
 import numpy as np
@@ -395,6 +394,11 @@ tokens = np.random.default_rng(5).integers(0, 50257, 1 << 20, dtype=np.uint16)
 with open(sys.argv[1], "wb") as f:
     f.write(header.tobytes())
     f.write(tokens.astype("<u2").tobytes())' "$work/gpt2bench_tokens.bin"
+}
+
+step_gpt2bench() {
+  needs_gpu
+  gpt2bench_tokens
   local precision failed=0 idle_mib sampler trained
   idle_mib=$(gpu_memory_used_mib)
   for precision in fp32 bf16; do
@@ -426,6 +430,34 @@ sys.exit(0 if memory <= seen else 1)
     rm -rf "$work/runs/gpt2bench-$precision/checkpoints"
   done
   python3 scripts/bench_gpu_gpt2.py --config "$work/gpt2bench-bf16.toml" --precisions bf16 || failed=1
+  return "$failed"
+}
+
+# kernel_profile NAME: the run of config NAME under Nsight Compute, each kernel's GPU time at
+# the clocks and caches it ran with (no clock locking, no cache flush), in $out/NAME-kernels.csv;
+# printed grouped by kernel, the costliest first (scripts/kernel_profile.py).
+kernel_profile() {
+  local ncu
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  "$ncu" --target-processes all --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+    --csv --page raw --log-file "$out/$1-kernels.csv" \
+    "$trainctl" run "$work/$1.toml" --run-dir "$work/runs/$1" >"$work/$1.out" 2>&1 ||
+    { tail -n 5 "$work/$1.out"; return 1; }
+  python3 scripts/kernel_profile.py "$out/$1-kernels.csv"
+}
+
+step_profile() {
+  needs_gpu
+  gpt2bench_tokens
+  gpt2bench_config bf16 3
+  local failed=0
+  echo "GPT-2 124M, bf16, micro-batch 8 x 1024 tokens, 3 steps:"
+  kernel_profile gpt2bench-bf16 || failed=1
+  features=1024 classes=1024 hidden='[8192, 8192, 8192, 8192]' batch=8192 data=bench.h5
+  "$trainctl" data synth -o "$work/$data" --samples 16384 --features "$features" --classes "$classes" --seed 3 >/dev/null
+  config bench-bf16 cuda bf16 3 0
+  echo "the MLP of 4 x 8192 hidden, bf16, batch 8192, 3 steps:"
+  kernel_profile bench-bf16 || failed=1
   return "$failed"
 }
 
