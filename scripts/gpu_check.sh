@@ -18,42 +18,46 @@
 #   fp32 step's loss curves to $OUT/fp32-curve.tsv, and the runs' metrics to $OUT/runs.tar.gz.
 #   Nothing is put on LD_LIBRARY_PATH: PyTorch, in the same call, keeps its own CUDA libraries.
 #
-# Steps, with the time each is expected to take on one H100 (not yet measured), and its limit:
-#   kernels      every CUDA op against its CPU reference (test_cuda_kernels)    < 1 min, 3 min
-#   large        the same at the benchmark's shapes (test_cuda_kernels --large) ~ 3 min, 7 min
-#   memcheck     test_cuda_kernels under compute-sanitizer memcheck           unknown, 8 min
-#   racecheck    test_cuda_kernels under compute-sanitizer racecheck          unknown, 8 min
+# Steps, with the time each took on one H200 (2026-11-26, the first GPU run), and its limit:
+#   kernels      every CUDA op against its CPU reference (test_cuda_kernels)        3 s, 3 min
+#   large        the same at the benchmark's shapes (test_cuda_kernels --large)   241 s, 7 min
+#   memcheck     test_cuda_kernels under compute-sanitizer memcheck                 3 s, 8 min
+#   racecheck    test_cuda_kernels under compute-sanitizer racecheck               24 s, 8 min
 #   fp32         200 steps on the GPU against the same on the CPU: every step's loss within
 #                FP32_TOLERANCE (1e-4) relative; the whole curve in $OUT/fp32-curve.tsv
-#                                                                               < 1 min, 4 min
-#   bf16         a bf16 run whose final loss is within 2% of the fp32 run's      < 1 min, 3 min
+#                                                                                   3 s, 4 min
+#   bf16         a bf16 run whose final loss is within 2% of the fp32 run's          1 s, 3 min
 #   gpt2         a GPT-2 (2 layers x 128, block 64, bytes of this repository's docs) for 100
 #                steps on the GPU against the same on the CPU: every step's loss within
 #                GPT2_TOLERANCE (1e-3) relative in fp32, GPT2_BF16_TOLERANCE (2e-2) in bf16;
 #                recompute bitwise the same as without; the curves in $OUT/gpt2-curve.tsv and
-#                $OUT/gpt2-bf16-curve.tsv                                        < 2 min, 5 min
+#                $OUT/gpt2-bf16-curve.tsv                                            7 s, 5 min
 #   sigterm      a stop signal raised at step 233 (TRAINCTL_TEST_SIGNAL_AT_STEP) must stop the
-#                run there; resumed, it ends bitwise equal to an uninterrupted run < 1 min, 4 min
+#                run there; resumed, it ends bitwise equal to an uninterrupted run    3 s, 4 min
 #   crossdevice  a checkpoint the GPU wrote resumes on the CPU, and the reverse; each ends within
-#                FP32_TOLERANCE of the run that never changed device            < 1 min, 4 min
+#                FP32_TOLERANCE of the run that never changed device                4 s, 4 min
 #   bench        the MLP of 4 x 8192 hidden, batch 8192, fp32 and bf16: samples/s, TFLOP/s and
 #                MFU, beside PyTorch eager and torch.compile (scripts/bench_gpu_mlp.py)
-#                                                                               ~ 4 min,  8 min
+#                                                                                  87 s, 8 min
 #   gpt2bench    GPT-2 124M's shape (12 x 768, 12 heads, block 1024, its 50257 tokens' vocabulary
 #                padded to 50304), micro-batch 8, on random tokens, fp32 and bf16: tokens/s and
 #                MFU, beside PyTorch eager and torch.compile with fused attention, in bf16
 #                (scripts/bench_gpu_gpt2.py); and the bf16 run's peak_device_mb against what
 #                nvidia-smi saw the GPU use beyond its idle use, sampled every 100 ms: the
-#                runtime's count must not exceed it                               unknown, 8 min
+#                runtime's count must not exceed it                                  93 s, 8 min
+#   profile      each kernel's GPU time under Nsight Compute, grouped by kernel (scripts/
+#                kernel_profile.py), for 2 steps of gpt2bench's bf16 run and 12 of bench's; the
+#                per-launch tables in $OUT/*-kernels.csv               GPT-2's 3 steps: 233 s, 5 min
 # A call starts no step with less than 30 s left of GPU_CHECK_BUDGET (570 s: the tool's
 # 10 minutes, less the unpacking), and shortens the limit of the last one to fit; what it skips
 # shows as SKIP in the table.
 #
-# The device calls, in order (each `run` with carry ["gpu-pack.tar.gz"]):
-#   1. scripts/gpu_check.sh kernels fp32 bf16 gpt2 sigterm crossdevice   correctness, small sizes
-#   2. scripts/gpu_check.sh large bench                              the benchmark's shapes, speed
-#   3. scripts/gpu_check.sh gpt2bench                                GPT-2 124M's speed
-#   4. scripts/gpu_check.sh memcheck racecheck                       compute-sanitizer
+# The device calls, in order (each `run` with carry ["gpu-pack.tar.gz"]), as they fitted in the
+# first lent GPU's 15 minutes (a start took about 30 s):
+#   1. scripts/gpu_check.sh kernels fp32 bf16 gpt2 sigterm crossdevice gpt2bench memcheck bench
+#                                                           correctness, sanitizer, speed: 206 s
+#   2. scripts/gpu_check.sh racecheck large                          the benchmark's shapes: 266 s
+#   3. scripts/gpu_check.sh profile                                  where the GPU time goes
 # DEVICE=cpu runs the training steps on the CPU alone, at a small size, and skips the others: a
 # check of this script and of the pack on a machine without a GPU.
 set -uo pipefail
@@ -449,14 +453,15 @@ kernel_profile() {
 step_profile() {
   needs_gpu
   gpt2bench_tokens
-  gpt2bench_config bf16 3
+  gpt2bench_config bf16 2
   local failed=0
-  echo "GPT-2 124M, bf16, micro-batch 8 x 1024 tokens, 3 steps:"
+  echo "GPT-2 124M, bf16, micro-batch 8 x 1024 tokens, 2 steps:"
   kernel_profile gpt2bench-bf16 || failed=1
   features=1024 classes=1024 hidden='[8192, 8192, 8192, 8192]' batch=8192 data=bench.h5
   "$trainctl" data synth -o "$work/$data" --samples 16384 --features "$features" --classes "$classes" --seed 3 >/dev/null
-  config bench-bf16 cuda bf16 3 0
-  echo "the MLP of 4 x 8192 hidden, bf16, batch 8192, 3 steps:"
+  # 12 steps: config's warmup_steps (10) must not exceed them.
+  config bench-bf16 cuda bf16 12 0
+  echo "the MLP of 4 x 8192 hidden, bf16, batch 8192, 12 steps:"
   kernel_profile bench-bf16 || failed=1
   return "$failed"
 }

@@ -10,7 +10,8 @@ import re
 import sys
 from collections import defaultdict
 
-SECONDS_PER_UNIT = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}
+SECONDS_PER_UNIT = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e-3, "ms": 1e-3,
+                    "second": 1.0, "s": 1.0}
 TIME_METRIC = "gpu__time_duration.sum"
 
 

