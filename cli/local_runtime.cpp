@@ -65,6 +65,11 @@ void export_thread_counts(const JobSpec& job) {
 }
 
 int run_runtime_locally(const RunDir& run_dir, int ranks, const std::string& output) {
+  // A rank waiting for its peers busy-polls by default, and mpirun yields only when it sees more
+  // ranks than cores. A local run shares its machine with whatever else runs there (an editor, a
+  // build, another run), which mpirun cannot see. Yielding costs one system call per poll; on
+  // this project's 2-core machine, zero_sharding and sharded_resume ran 20-35% faster with it.
+  if (ranks > 1) setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
   return run_and_wait(runtime_command(run_dir, ranks), output);
 }
 

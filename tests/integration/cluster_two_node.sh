@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The two-node cluster: a 2-node x 2-rank job trains and checkpoints over srun --mpi=pmix,
-# with its ranks placed on both nodes.
+# with its ranks placed on both nodes. The cluster's task prolog makes every task's MPI yield
+# while it waits (its nodes claim more CPUs than the machine has), unless the job chose.
 source "$(dirname "$0")/lib.sh"
 require_cluster 2
 make_data
@@ -16,4 +17,9 @@ wait_for_job "$job" 120 COMPLETED FAILED CANCELLED
 "$TRAINCTL" ckpt inspect runs/two-nodes | tee inspect.txt
 grep -q "world_size 4, global_batch 64" inspect.txt || fail "not a 4-rank checkpoint"
 "$TRAINCTL" ckpt ls runs/two-nodes | grep -c 'step-' | grep -qx 3 || fail "keep_last = 3 not honoured"
+
+yielding=$(env -u OMPI_MCA_mpi_yield_when_idle srun -N2 --ntasks-per-node=1 printenv OMPI_MCA_mpi_yield_when_idle | tr '\n' ' ')
+[ "$yielding" = "1 1 " ] || fail "tasks on both nodes should get OMPI_MCA_mpi_yield_when_idle=1, got '$yielding'"
+chosen=$(OMPI_MCA_mpi_yield_when_idle=0 srun -N1 printenv OMPI_MCA_mpi_yield_when_idle)
+[ "$chosen" = 0 ] || fail "the task prolog overrode a job's own OMPI_MCA_mpi_yield_when_idle=0: '$chosen'"
 echo "PASS"
