@@ -173,6 +173,12 @@ small_runs() {
     "$trainctl" data synth -o "$work/$data" --samples 16384 --features "$features" --classes "$classes" --seed 3 >/dev/null
 }
 
+# The benchmark's MLP (1024 -> 4 x 8192 -> 1024, batch 8192) and SAMPLES of data for it.
+bench_runs() {
+  features=1024 classes=1024 hidden='[8192, 8192, 8192, 8192]' batch=8192 data=bench.h5
+  "$trainctl" data synth -o "$work/$data" --samples "$1" --features "$features" --classes "$classes" --seed 3 >/dev/null
+}
+
 # The fp32 runs on the CPU and on $device, 200 steps each.
 fp32_runs() {
   small_runs
@@ -326,8 +332,7 @@ step_crossdevice() {
 
 step_bench() {
   needs_gpu
-  features=1024 classes=1024 hidden='[8192, 8192, 8192, 8192]' batch=8192 data=bench.h5
-  "$trainctl" data synth -o "$work/$data" --samples 65536 --features "$features" --classes "$classes" --seed 3 >/dev/null
+  bench_runs 65536
   local precision failed=0
   for precision in fp32 bf16; do
     config "bench-$precision" cuda "$precision" 60 0
@@ -457,8 +462,7 @@ step_profile() {
   local failed=0
   echo "GPT-2 124M, bf16, micro-batch 8 x 1024 tokens, 2 steps:"
   kernel_profile gpt2bench-bf16 || failed=1
-  features=1024 classes=1024 hidden='[8192, 8192, 8192, 8192]' batch=8192 data=bench.h5
-  "$trainctl" data synth -o "$work/$data" --samples 16384 --features "$features" --classes "$classes" --seed 3 >/dev/null
+  bench_runs 16384
   # 12 steps: config's warmup_steps (10) must not exceed them.
   config bench-bf16 cuda bf16 12 0
   echo "the MLP of 4 x 8192 hidden, bf16, batch 8192, 12 steps:"
