@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -18,18 +19,22 @@ namespace {
 
 const char* environment(const char* name) { return std::getenv(name); }
 
-// Whether the comma-separated list in TRAINCTL_TEST_PAUSE_IN names `phase` (at `step`).
-bool pause_requested(std::string_view phase, int64_t step) {
+// The entry of TRAINCTL_TEST_PAUSE_IN's comma-separated list that names `phase` (at `step`), if
+// any, in this array task (TRAINCTL_TEST_PAUSE_TASK, when set, names the one task that pauses).
+std::optional<std::string> requested_pause(std::string_view phase, int64_t step) {
   const char* list = environment("TRAINCTL_TEST_PAUSE_IN");
-  if (list == nullptr) return false;
-  const std::string wanted = phase == "startup" ? std::string(phase) : fmt::format("{}@{}", phase, step);
+  if (list == nullptr) return std::nullopt;
+  const char* only_task = environment("TRAINCTL_TEST_PAUSE_TASK");
+  const char* this_task = environment("SLURM_ARRAY_TASK_ID");
+  if (only_task != nullptr && (this_task == nullptr || std::string_view(only_task) != this_task)) return std::nullopt;
+  std::string wanted = phase == "startup" ? std::string(phase) : fmt::format("{}@{}", phase, step);
   std::string_view rest(list);
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
-    if (rest.substr(0, comma) == wanted) return true;
+    if (rest.substr(0, comma) == wanted) return wanted;
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
   }
-  return false;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -42,8 +47,9 @@ int64_t test_signal_step() {
 bool test_save_initial() { return environment("TRAINCTL_TEST_SAVE_INITIAL") != nullptr; }
 
 void test_pause_point(const std::string& run_dir, std::string_view phase, int64_t step) {
-  if (!pause_requested(phase, step)) return;
-  const std::filesystem::path marker = std::filesystem::path(run_dir) / fmt::format("test-paused.{}", phase);
+  const std::optional<std::string> entry = requested_pause(phase, step);
+  if (!entry) return;
+  const std::filesystem::path marker = std::filesystem::path(run_dir) / fmt::format("test-paused.{}", *entry);
   if (std::filesystem::exists(marker)) return;
   std::ofstream(marker) << step << '\n';
   fmt::print(stderr, "trainctl-runtime: test hook: paused in {} at step {} until a stop signal\n", phase, step);

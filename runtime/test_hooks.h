@@ -15,10 +15,13 @@ int64_t test_signal_step();
 // TRAINCTL_TEST_SAVE_INITIAL: save the freshly initialised weights as a step-0 checkpoint.
 bool test_save_initial();
 
-// TRAINCTL_TEST_PAUSE_IN="startup,eval@200,save@400": at the named phase (at that step; start-up
-// has none), rank 0 writes <run dir>/test-paused.<phase> and waits until a stop signal arrives
-// (at most two minutes), so that a test can send SLURM's signal while the run is in that phase.
-// Each pause happens once per run directory: the marker file remembers it across requeues.
+// TRAINCTL_TEST_PAUSE_IN="startup,step@60,eval@200,save@400": at the named phase (at that step;
+// start-up has none; "step" is the start of that step on rank 0, while the other ranks go on
+// into its gradient all-reduce), rank 0 writes <run dir>/test-paused.<entry> and waits until a
+// stop signal arrives (at most two minutes), so that a test can send SLURM's signal, or cause
+// any other outside event, while the run is held there, whatever the machine's speed. Each
+// pause happens once per run directory: the marker file remembers it across requeues.
+// TRAINCTL_TEST_PAUSE_TASK=<id> limits the pauses to that task of a job array.
 void test_pause_point(const std::string& run_dir, std::string_view phase, int64_t step);
 
 // Halfway through writing step `step`'s checkpoint file: the pause point "save", and

@@ -121,6 +121,7 @@ class Run {
     int64_t window_steps = 0;
     // A run that stopped early and is started again has nothing left to do.
     while (step < spec_.train.steps && !patience_exhausted(best_, spec_.train.early_stop)) {
+      if (comm_.rank() == 0) test_pause_point(layout_.path(), "step", step);
       const double lr = learning_rate(spec_.train, step);
       const double loss_sum = accumulate_gradients(step);
       const double grad_norm = average_and_clip_gradients();

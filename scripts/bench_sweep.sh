@@ -296,7 +296,7 @@ run_reps() {
   done
 }
 median() { sort -g "$1.times" | awk '{ t[NR] = $1 } END { print (NR % 2) ? t[(NR + 1) / 2] : (t[NR / 2] + t[NR / 2 + 1]) / 2 }'; }
-minimum() { sort -g "$1.times" | head -n 1; }
+minimum() { sort -g "$1.times" | sed -n 1p; }
 
 for sweep in grid random; do
   run_reps "render-$sweep" "$trainctl" render "$sweep.toml"

@@ -137,8 +137,8 @@ check_conf_ours() {
   fi
 }
 
-conf_nodes() { sed -n 's/^# nodes: //p' "$CONF" 2>/dev/null | head -n1; }
-conf_gpus() { local g; g=$(sed -n 's/^# gpus: //p' "$CONF" 2>/dev/null | head -n1); echo "${g:-0}"; }
+conf_nodes() { sed -n '/^# nodes: /{s///p;q}' "$CONF" 2>/dev/null; }
+conf_gpus() { local g; g=$(sed -n '/^# gpus: /{s///p;q}' "$CONF" 2>/dev/null); echo "${g:-0}"; }
 
 gres_conf_is_ours() { [[ "$(head -n1 "$GRES_CONF" 2>/dev/null)" == "$MARKER" ]]; }
 

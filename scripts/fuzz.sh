@@ -66,11 +66,11 @@ for target in "${targets[@]}"; do
   corpus_size=$(sed -n 's/.* corp: \([0-9]*\)\/.*/\1/p' <<<"$stats")
   echo "fuzz_$target: $seconds s, ${execs:-?} execs (${rate:-?}/s), corpus ${corpus_size:-?} inputs," \
     "cov ${cov:-?} ft ${features:-?}"
-  reproducer=$(find "$findings" -type f | head -1)
+  reproducer=$(find "$findings" -type f -print -quit)
   if [ "$run_status" -ne 0 ] || [ -n "$reproducer" ]; then
     status=1
     echo "fuzz_$target: FINDING (exit $run_status); reproducer: ${reproducer:-none saved}; log: $log" >&2
-    grep -E 'ERROR|SUMMARY|runtime error|escaped|#[0-9]+ 0x' "$log" | head -30 >&2 || true
+    grep -m 30 -E 'ERROR|SUMMARY|runtime error|escaped|#[0-9]+ 0x' "$log" >&2 || true
   fi
 done
 exit $status

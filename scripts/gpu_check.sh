@@ -390,7 +390,7 @@ keep_last = 1
 EOF
 }
 
-gpu_memory_used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -n 1; }
+gpu_memory_used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | sed -n 1p; }
 
 # Random tokens of GPT-2's vocabulary in llm.c's format: speed does not depend on what they say.
 gpt2bench_tokens() {

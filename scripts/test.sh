@@ -7,9 +7,34 @@
 # tests still running. A local cluster that was up before the tests stays up, in its shape (the
 # tests reshape it); one that the tests started is stopped.
 # Usage: scripts/test.sh [meson test arguments: test names, --suite unit, ...]   (none: every test)
+#        scripts/test.sh --repeat N [--load K] TEST...
+# The second form runs the named tests N times, with K busy loops on the CPUs beside them (default
+# none), and says how often each passed: the way to show that a test passes on a fast machine and
+# on a loaded one alike. Its last line is `repeat: N rounds, P of T runs passed`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/progress.sh
+
+rounds=0 load=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --repeat) rounds=${2:?--repeat takes a count}; shift 2 ;;
+    --load) load=${2:?--load takes a count of busy loops}; shift 2 ;;
+    *) break ;;
+  esac
+done
+if ! [[ $rounds =~ ^[0-9]+$ && $load =~ ^[0-9]+$ ]]; then
+  echo "test.sh: --repeat and --load take whole numbers" >&2
+  exit 2
+fi
+if [ "$load" -gt 0 ] && [ "$rounds" -eq 0 ]; then
+  echo "test.sh: --load goes with --repeat N" >&2
+  exit 2
+fi
+if [ "$rounds" -gt 0 ] && [ $# -eq 0 ]; then
+  echo "test.sh: --repeat N names the tests to repeat" >&2
+  exit 2
+fi
 
 scripts/install-deps.sh
 # The npm packages the tokenizer tests take as their oracle, installed once here rather than by
@@ -48,13 +73,13 @@ leave_cluster() {
 if [ -n "$cluster_before" ]; then
   echo "test.sh: the local cluster is up already: the cluster tests use it, and those that reshape it cancel its jobs"
 fi
-trap leave_cluster EXIT
 
-# meson test prints a line as each test ends; the starts come from meson's child processes, each
-# a test's command line (meson introspect --tests).
-echo "test.sh: running the tests (meson test)"
-meson_status=0
-python3 - build "$@" <<'PY' || meson_status=$?
+# run_tests [meson test arguments]: meson test, saying each test as it starts and as it ends, and
+# every 15 s those still running; its results are in build/meson-logs/testlog.json. meson test
+# prints a line as each test ends; the starts come from meson's child processes, each a test's
+# command line (meson introspect --tests).
+run_tests() {
+  python3 - build "$@" <<'PY'
 import json, os, select, signal, subprocess, sys, time
 
 build, meson_args = sys.argv[1], sys.argv[2:]
@@ -146,10 +171,11 @@ if pending:
     say(pending)
 sys.exit(meson.wait())
 PY
-leave_cluster
-trap - EXIT
+}
 
-python3 - build/meson-logs/testlog.json <<'PY'
+# count_results: the plain count of build/meson-logs/testlog.json's results, failing if any failed.
+count_results() {
+  python3 - build/meson-logs/testlog.json <<'PY'
 import json, sys
 passed = failed = skipped = 0
 with open(sys.argv[1]) as log:
@@ -164,4 +190,62 @@ with open(sys.argv[1]) as log:
 print(f"tests: {passed} passed, {failed} failed, {skipped} skipped")
 sys.exit(1 if failed else 0)
 PY
-exit $meson_status
+}
+
+# repeat_results TALLY: adds this round's result of each test to TALLY (lines "NAME RESULT").
+repeat_results() {
+  python3 -c '
+import json
+with open("build/meson-logs/testlog.json") as log:
+    for line in log:
+        entry = json.loads(line)
+        print(entry["name"], entry["result"])' >>"$1"
+}
+
+busy_loops=()
+stop_load() {
+  [ ${#busy_loops[@]} -eq 0 ] || kill "${busy_loops[@]}" 2>/dev/null || true
+  busy_loops=()
+}
+trap 'stop_load; leave_cluster' EXIT
+
+if [ "$rounds" -eq 0 ]; then
+  echo "test.sh: running the tests (meson test)"
+  meson_status=0
+  run_tests "$@" || meson_status=$?
+  stop_load
+  leave_cluster
+  trap - EXIT
+  count_results
+  exit $meson_status
+fi
+
+for ((i = 0; i < load; i++)); do
+  bash -c 'while :; do :; done' &
+  busy_loops+=($!)
+done
+tally=$(mktemp)
+for ((round = 1; round <= rounds; round++)); do
+  echo "test.sh: round $round of $rounds of $* ($load busy loop(s) beside)"
+  run_tests "$@" || true
+  repeat_results "$tally"
+done
+stop_load
+leave_cluster
+trap - EXIT
+python3 - "$tally" "$rounds" <<'PY'
+import collections, sys
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    name, result = line.split()
+    runs[name].append(result)
+total = passed = 0
+for name, results in runs.items():
+    ok = sum(result in ("OK", "EXPECTEDFAIL") for result in results)
+    others = collections.Counter(result for result in results if result not in ("OK", "EXPECTEDFAIL"))
+    print(f"repeat: {name}: {ok} of {len(results)} passed" + "".join(f", {n} {r}" for r, n in others.items()))
+    total += len(results)
+    passed += ok
+print(f"repeat: {sys.argv[2]} rounds, {passed} of {total} runs passed")
+sys.exit(0 if passed == total else 1)
+PY

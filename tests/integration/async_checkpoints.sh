@@ -34,7 +34,7 @@ if TRAINCTL_TEST_PAUSE_IN=save@10 TRAINCTL_TEST_SIGNAL_AT_STEP=13 "$TRAINCTL" ru
   fail "the run did not stop at the signal"
 fi
 grep -q "stopped by a signal after saving" stopped.log || { cat stopped.log; fail "the run failed instead of stopping"; }
-[ -f runs/stopped/test-paused.save ] || fail "the writer never paused in step 10's write"
+[ -f runs/stopped/test-paused.save@10 ] || fail "the writer never paused in step 10's write"
 metrics=runs/stopped/metrics.jsonl
 step13=$(grep -n '"step":13,"loss"' "$metrics" | cut -d: -f1)
 published10=$(grep -n '"step":10,"event":"checkpoint",' "$metrics" | cut -d: -f1)

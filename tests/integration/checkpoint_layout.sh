@@ -27,11 +27,13 @@ done
 expect 'DATASET "exp_avg"'
 expect 'DATASET "exp_avg_sq"'
 # Shapes as torch.nn.Linear stores them: weight [out, in].
-h5dump -H -d /model/0.weight "$checkpoint" | grep -q 'H5T_IEEE_F32LE' || fail "0.weight is not float32"
-h5dump -H -d /model/0.weight "$checkpoint" | grep -q 'SIMPLE { ( 48, 32 ) / ( 48, 32 ) }' || fail "0.weight shape"
-h5dump -H -d /model/2.weight "$checkpoint" | grep -q 'SIMPLE { ( 24, 48 ) / ( 24, 48 ) }' || fail "2.weight shape"
-h5dump -H -d /model/4.bias "$checkpoint" | grep -q 'SIMPLE { ( 4 ) / ( 4 ) }' || fail "4.bias shape"
-h5dump -a /step "$checkpoint" | grep -q '(0): 4' || fail "the step attribute is not 4"
+# dumped: an h5dump of the checkpoint holds the text.
+dumped() { local text=$1; shift; grep -qF -- "$text" <<<"$(h5dump "$@" "$checkpoint")"; }
+dumped 'H5T_IEEE_F32LE' -H -d /model/0.weight || fail "0.weight is not float32"
+dumped 'SIMPLE { ( 48, 32 ) / ( 48, 32 ) }' -H -d /model/0.weight || fail "0.weight shape"
+dumped 'SIMPLE { ( 24, 48 ) / ( 24, 48 ) }' -H -d /model/2.weight || fail "2.weight shape"
+dumped 'SIMPLE { ( 4 ) / ( 4 ) }' -H -d /model/4.bias || fail "4.bias shape"
+dumped '(0): 4' -a /step || fail "the step attribute is not 4"
 sidecar=${checkpoint%.h5}.json
 grep -q '"step":4,' "$sidecar" || fail "sidecar lacks the step"
 grep -q '"hostname":"' "$sidecar" || fail "sidecar lacks the host"

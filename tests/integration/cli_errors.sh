@@ -13,8 +13,11 @@ expect_error() {
   grep -qxF -- "$message" err.txt || fail "$*: expected stderr line '$message', got: $(cat err.txt)"
 }
 
+# validates CONFIG [OPTIONS]: trainctl validate succeeds and says CONFIG is valid.
+validates() { local said; said=$("$TRAINCTL" validate "$@") && grep -q "$1: valid" <<<"$said"; }
+
 write_config good.toml good
-"$TRAINCTL" validate good.toml | grep -q "good.toml: valid" || fail "a good config did not validate"
+validates good.toml || fail "a good config did not validate"
 
 sed 's/^lr = 1e-2$/lrr = 1e-2/' good.toml >typo.toml
 line=$(grep -n '^lrr' typo.toml | cut -d: -f1)
@@ -64,7 +67,7 @@ for command in validate submit run; do
   expect_error 2 "trainctl: error: data.train: $PWD/data/missing.h5: No such file or directory" "$TRAINCTL" $command nodata.toml
 done
 [ ! -e runs/nodata ] || fail "a preflight failure created a run directory"
-"$TRAINCTL" validate nodata.toml --no-preflight | grep -q "nodata.toml: valid" || fail "--no-preflight still checked the data"
+validates nodata.toml --no-preflight || fail "--no-preflight still checked the data"
 write_config noval.toml noval data.val='"data"'
 expect_error 2 "trainctl: error: data.val: $PWD/data: is a directory, not a data file" "$TRAINCTL" validate noval.toml
 write_config wide.toml wide model.inputs=16
@@ -101,16 +104,16 @@ expect_error 2 "$refusal" "$TRAINCTL" validate huge.toml --no-preflight
 [ ! -e runs/huge ] || fail "a refused submit created a run directory"
 # Without job.mem nothing is refused; a model that fits its job.mem is accepted.
 write_config unlimited.toml unlimited model.inputs=1048576 'model.hidden=[1048576]' data.train='"data/huge_inputs.h5"'
-"$TRAINCTL" validate unlimited.toml | grep -q "unlimited.toml: valid" || fail "a config without job.mem was refused"
+validates unlimited.toml || fail "a config without job.mem was refused"
 write_config fits.toml fits job.mem='"1G"'
-"$TRAINCTL" validate fits.toml | grep -q "fits.toml: valid" || fail "a config that fits job.mem was refused"
+validates fits.toml || fail "a config that fits job.mem was refused"
 "$TRAINCTL" render fits.toml >/dev/null
 # 4 ranks of a 257 MiB model: with ZeRO-1's sharded optimizer state a node needs about 3.0 GiB,
 # with the whole state on every rank 4.9 GiB (0.6 GiB more a node in a build with CUDA), so 4G
 # holds the one and not the other.
 sharding=(job.ranks_per_node=4 job.mem='"4G"' 'model.hidden=[8192, 8192]')
 write_config zero1.toml zero1 "${sharding[@]}" train.zero=1
-"$TRAINCTL" validate zero1.toml | grep -q "zero1.toml: valid" || fail "ZeRO-1 sharding did not make the config fit"
+validates zero1.toml || fail "ZeRO-1 sharding did not make the config fit"
 write_config zero0.toml zero0 "${sharding[@]}" train.zero=0
 expect_exit 2 "$TRAINCTL" validate zero0.toml
 grep -q "^trainctl: zero0.toml:[0-9]*:7: job.mem: 4G (4.0 GiB) per node cannot hold this run, estimated at " err.txt ||

@@ -36,7 +36,7 @@ job=$(submit two.toml --resume)
 wait_for_job "$job" 240 COMPLETED FAILED CANCELLED
 [ "$(job_field "$job" JobState)" = COMPLETED ] || { cat runs/gpt2-four/logs/slurm-"$job".out; fail "the 2-node resume failed"; }
 grep -q '"step":200,"event":"resume"' runs/gpt2-four/metrics.jsonl || fail "the 2-node job did not resume at step 200"
-"$TRAINCTL" ckpt inspect "$(checkpoint_of runs/gpt2-four 260)" | grep -q "world_size 2, global_batch 8" ||
+"$TRAINCTL" ckpt inspect "$(checkpoint_of runs/gpt2-four 260)" >inspect.txt && grep -q "world_size 2, global_batch 8" inspect.txt ||
   fail "the final checkpoint is not a 2-rank one with the same global batch"
 "$TRAINCTL" ckpt diff "$(checkpoint_of runs/gpt2-reference-longer 260)" "$(checkpoint_of runs/gpt2-four 260)" --rtol 1e-6 \
   --optimizer-rtol 1e-5

@@ -16,22 +16,24 @@ settings=(model.kind='"gpt2"' job.nodes=2 job.ranks_per_node=2 job.gpus_per_node
 write_config preempted.toml gpus-preempted "${settings[@]}"
 write_config reference.toml gpus-reference "${settings[@]}"
 
-job=$(submit preempted.toml)
+# The test hook holds rank 0 at the start of step 10 until the signal: it lands mid-run however
+# fast the machine trains.
+job=$(TRAINCTL_TEST_PAUSE_IN=step@10 submit preempted.toml)
 grep -q -- "--gpus-per-node=2" runs/gpus-preempted/job.sbatch || fail "the batch script asks for no GPUs"
-wait_for_step runs/gpus-preempted 10 240
+wait_until_paused runs/gpus-preempted step@10 240
 scancel -s TERM "$job"
 wait_for_job "$job" 300 COMPLETED FAILED CANCELLED
 log=runs/gpus-preempted/logs/slurm-$job.out
 [ "$(job_field "$job" JobState)" = COMPLETED ] || { cat "$log"; fail "job $job did not complete"; }
 [ "$(job_field "$job" Restarts)" = 1 ] || fail "expected exactly one requeue, got $(job_field "$job" Restarts)"
 stop_step=$(sed -nE 's/.*"step":([0-9]+),"event":"stop".*/\1/p' runs/gpus-preempted/metrics.jsonl)
-[ "$stop_step" -ge 10 ] && [ "$stop_step" -lt 60 ] || fail "stopped at step '$stop_step', not mid-run"
+[ "$stop_step" = 11 ] || fail "stopped at step '$stop_step', not at 11"
 grep -q "\"step\":$stop_step,\"event\":\"resume\"" runs/gpus-preempted/metrics.jsonl || fail "no resume at $stop_step"
 echo "signalled, saved and resumed at step $stop_step"
 
 # "trainctl-runtime: rank R of 4 on NODE: CUDA on CPU ... (visible GPU L of
 # CUDA_VISIBLE_DEVICES="0,1", PCI ..., GPU-...)", once per rank and run.
-grep "^trainctl-runtime: rank [0-3] of 4 on " "$log" | head -n 4 >gpus.txt
+grep -m 4 "^trainctl-runtime: rank [0-3] of 4 on " "$log" >gpus.txt
 sed -nE 's/^trainctl-runtime: rank ([0-3]) of 4 on ([^:]+): .*\(visible GPU ([0-9]) of CUDA_VISIBLE_DEVICES="0,1", .*(GPU-[0-9a-f-]+)\)$/\1 \2 \3 \4/p' \
   gpus.txt >taken.txt
 cat taken.txt

@@ -4,12 +4,15 @@
 # it down and requeues the job itself (the batch script on n1 is killed, with no word of its own);
 # when n2's slurmd is back, the job starts again, resumes from its last checkpoint and completes
 # with weights bitwise equal to an uninterrupted run's. job.outcome tells of SLURM's requeue.
+# The test hook TRAINCTL_TEST_PAUSE_IN (docs/runtime.md) holds rank 0 (on n1) at the start of step
+# 500 until SLURM's signal comes, so the job cannot finish before SLURM has noticed the dead node,
+# however fast the machine trains; n2's rank waits in that step's gradient all-reduce meanwhile.
 source "$(dirname "$0")/lib.sh"
 require_cluster 2
 make_data
 # Both "nodes" share this machine's host name (see cluster_two_node.sh).
 settings=(job.nodes=2 job.ranks_per_node=1 job.env='{ OMPI_MCA_btl = "self,tcp" }' model.hidden='[512, 512]'
-  train.micro_batch=128 train.steps=6000 train.log_every=25 checkpoint.every_steps=250)
+  train.micro_batch=128 train.steps=1000 train.log_every=25 checkpoint.every_steps=250)
 write_config node.toml node "${settings[@]}"
 write_config reference.toml reference "${settings[@]}"
 
@@ -17,11 +20,11 @@ readonly n2_pid_file=/run/trainctl-cluster/slurmd-n2.pid
 restart_n2() { pgrep -x slurmd >/dev/null && [ -s "$n2_pid_file" ] && kill -0 "$(cat "$n2_pid_file")" 2>/dev/null || slurmd -N n2; }
 trap 'restart_n2 2>/dev/null || true; cleanup' EXIT
 
-job=$(submit node.toml)
-wait_for_step runs/node 500 120
+job=$(TRAINCTL_TEST_PAUSE_IN=step@500 submit node.toml)
+wait_until_paused runs/node step@500 120
 kill -9 "$(cat "$n2_pid_file")"
 killed_at=$SECONDS
-echo "killed slurmd of n2 at step $(last_metric runs/node step)"
+echo "killed slurmd of n2 with rank 0 held at the start of step 500"
 # The uninterrupted run, with the same world size, while SLURM notices.
 "$TRAINCTL" run reference.toml --ranks 2 >reference.log 2>&1 &
 reference=$!
@@ -52,5 +55,5 @@ grep -qE '^requeued: by SLURM at step [0-9]+ \(the run before ended without the 
 echo "requeued by SLURM, resumed at step $resume_step"
 
 wait "$reference" || fail "the reference run failed: $(cat reference.log)"
-"$TRAINCTL" ckpt diff "$(checkpoint_of runs/reference 6000)" "$(checkpoint_of runs/node 6000)"
+"$TRAINCTL" ckpt diff "$(checkpoint_of runs/reference 1000)" "$(checkpoint_of runs/node 1000)"
 echo "PASS"

@@ -14,7 +14,8 @@ tag="\$(touch $work/pwned) \`touch $work/pwned\` '; touch $work/pwned; \" {x} \\
 toml_tag=$(/usr/bin/python3 -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$tag")
 write_program_config ddp.toml ddp params.steps=150 params.save_every=40 params.step_sleep=0.05 \
   params.tag="$toml_tag"
-"$TRAINCTL" validate ddp.toml | grep -q 'valid: job "ddp" with 1 node(s) x 2 rank(s); program \["/usr/bin/python3", "program_demo.py",' ||
+"$TRAINCTL" validate ddp.toml >validate.txt &&
+  grep -q 'valid: job "ddp" with 1 node(s) x 2 rank(s); program \["/usr/bin/python3", "program_demo.py",' validate.txt ||
   fail "validate does not describe the program"
 
 job=$(submit ddp.toml)
@@ -43,7 +44,7 @@ for rank in 0 1; do
 done
 [ ! -e pwned ] || fail "the hostile argument ran a command"
 grep -q "trainctl: training complete" <<<"$log" || fail "no completion: $log"
-"$TRAINCTL" logs "$run" | grep -q "^program_demo: rank 0 of 2 " || fail "trainctl logs does not show the program's output"
+"$TRAINCTL" logs "$run" >logs.txt && grep -q "^program_demo: rank 0 of 2 " logs.txt || fail "trainctl logs does not show the program's output"
 [ "$(cat "$run/progress.step")" = 150 ] || fail "progress.step is $(cat "$run/progress.step")"
 for rank in 0 1; do
   [ "$(cut -d' ' -f1-2 "$run/rank.exits/$rank")" = "exit 0" ] || fail "rank $rank ended: $(cat "$run/rank.exits/$rank")"

@@ -55,7 +55,7 @@ grep -q "^trainctl: saved at step 0; not requeuing: 2 requeues in a row without 
 "$TRAINCTL" status runs/stalls | tee status.txt
 grep -q "FAILED .* stopped: no progress; requeued: saved at step 0$" status.txt || fail "status does not say why it stopped"
 wait_for_job "$waiting" 30 RUNNING
-"$TRAINCTL" cancel runs/waits | grep -qx "cancelled job $waiting" || fail "trainctl cancel did not cancel job $waiting"
+[ "$("$TRAINCTL" cancel runs/waits)" = "cancelled job $waiting" ] || fail "trainctl cancel did not cancel job $waiting"
 wait_for_job "$waiting" 30 CANCELLED
-"$TRAINCTL" status runs/waits | grep -q " $waiting CANCELLED " || fail "status does not show the cancelled job"
+"$TRAINCTL" status runs/waits >status.txt && grep -q " $waiting CANCELLED " status.txt || fail "status does not show the cancelled job"
 echo "PASS"

@@ -15,7 +15,8 @@ cat base.toml - >sweep.toml <<'TOML'
 "params.lr" = [0.003, 0.01, 0.03, 0.1]
 max_parallel = 2
 TOML
-"$TRAINCTL" validate sweep.toml | grep -q "sweep: 4 tasks over params.lr, at most 2 at once" ||
+described=$("$TRAINCTL" validate sweep.toml) || fail "validate: $described"
+grep -q "sweep: 4 tasks over params.lr, at most 2 at once" <<<"$described" ||
   fail "validate does not describe the sweep"
 
 output=$("$TRAINCTL" submit sweep.toml) || fail "submit: $output"

@@ -18,7 +18,7 @@ grep -q "\"job_id\":\"$job\",\"state\":\"COMPLETED\"" status.json || fail "statu
 grep -q '"step":40,"loss":' status.json || fail "status --json lacks step and loss"
 grep -q '"val_loss":' status.json || fail "status --json lacks val_loss"
 
-"$TRAINCTL" status | grep -qE "^runs/submit-test +$job +COMPLETED" || fail "status without arguments misses the run"
+"$TRAINCTL" status >status.txt && grep -qE "^runs/submit-test +$job +COMPLETED" status.txt || fail "status without arguments misses the run"
 
 "$TRAINCTL" logs runs/submit-test >log.txt
 grep -q "trainctl: training complete" log.txt || fail "the log lacks the completion line"
@@ -34,7 +34,7 @@ wait_for_job "$early_job" 120 COMPLETED FAILED CANCELLED
 "$TRAINCTL" status runs/early-stop-test | tee early_status.txt
 grep -qE "early-stop-test +$early_job +COMPLETED +0 +55 .*completed; stopped early at step 55" early_status.txt ||
   fail "the early-stopped job is not COMPLETED at step 55 without requeues"
-"$TRAINCTL" ckpt inspect runs/submit-test | grep -q "world_size 2, global_batch 64" || fail "checkpoint meta"
+"$TRAINCTL" ckpt inspect runs/submit-test >inspect.txt && grep -q "world_size 2, global_batch 64" inspect.txt || fail "checkpoint meta"
 
 if "$TRAINCTL" submit job.toml 2>refused.txt; then fail "a second submit reused the run directory"; fi
 grep -q "already holds a run; pass --resume" refused.txt || fail "unclear refusal: $(cat refused.txt)"
@@ -42,7 +42,7 @@ grep -q "already holds a run; pass --resume" refused.txt || fail "unclear refusa
 write_config long.toml long-test train.steps=1000000 train.log_every=100
 long_job=$(submit long.toml)
 wait_for_step runs/long-test 100 60
-"$TRAINCTL" cancel runs/long-test | grep -qx "cancelled job $long_job" || fail "cancel did not confirm"
+[ "$("$TRAINCTL" cancel runs/long-test)" = "cancelled job $long_job" ] || fail "cancel did not confirm"
 wait_for_job "$long_job" 60 CANCELLED
-"$TRAINCTL" status runs/long-test | grep -qE "^runs/long-test +$long_job +CANCELLED" || fail "status after cancel"
+"$TRAINCTL" status runs/long-test >status.txt && grep -qE "^runs/long-test +$long_job +CANCELLED" status.txt || fail "status after cancel"
 echo "PASS"

@@ -16,10 +16,14 @@ cat base.toml - >sweep.toml <<'TOML'
 "train.seed" = [1, 2]
 max_parallel = 2
 TOML
-"$TRAINCTL" validate sweep.toml | grep -q "sweep: 6 tasks over train.lr, train.seed, at most 2 at once" ||
+described=$("$TRAINCTL" validate sweep.toml) || fail "validate: $described"
+grep -q "sweep: 6 tasks over train.lr, train.seed, at most 2 at once" <<<"$described" ||
   fail "validate does not describe the sweep"
 
-output=$("$TRAINCTL" submit sweep.toml) || fail "submit: $output"
+# The test hook holds task 5's rank 0 at the start of its step 300 until the signal below, so
+# that it lands mid-run however fast the machine trains; the other tasks do not pause.
+output=$(TRAINCTL_TEST_PAUSE_IN=step@300 TRAINCTL_TEST_PAUSE_TASK=5 "$TRAINCTL" submit sweep.toml) ||
+  fail "submit: $output"
 job=$(sed -n 's/^submitted sweep of 6 tasks as job //p' <<<"$output")
 [ -n "$job" ] || fail "unexpected submit output: $output"
 sweep=runs/grid
@@ -33,7 +37,7 @@ sampler=$!
 # with "Job can not be altered now, try again later" although it delivered the signal, and
 # scancel retries every few seconds, signalling the requeued run again. (The time-limit signal
 # comes from slurmctld itself and is not affected.)
-wait_for_step "$sweep/tasks/5" 300 180
+wait_until_paused "$sweep/tasks/5" step@300 180
 scancel -s TERM "${job}_5"
 wait_for_job "${job}_5" 60 PENDING
 echo "task 5 signalled and requeued"

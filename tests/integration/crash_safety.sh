@@ -18,7 +18,7 @@ if TRAINCTL_TEST_KILL_DURING_SAVE=20 "$TRAINCTL" run crash.toml --ranks 2 >crash
   fail "the run survived SIGKILL"
 fi
 [ ! -e "$(checkpoint_of runs/crash 20)" ] || fail "a step-20 checkpoint exists after a crash during its write"
-ls -a runs/crash/checkpoints | grep -q '^\.step-00000020\.h5\.tmp-' || fail "the crash did not happen mid-write"
+compgen -G 'runs/crash/checkpoints/.step-00000020.h5.tmp-*' >/dev/null || fail "the crash did not happen mid-write"
 "$TRAINCTL" ckpt verify runs/crash
 [ "$(cat runs/crash/progress.step)" = 10 ] || fail "progress.step should still be 10"
 

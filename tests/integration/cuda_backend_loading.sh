@@ -24,7 +24,7 @@ maps_while_starting() {
   local run=$!
   wait_for_file "runs/$1/test-paused.startup" 60
   local pid
-  pid=$(pgrep -f "trainctl-runtime --run-dir $work/runs/$1\$" | head -n 1)
+  pid=$(pgrep -f "trainctl-runtime --run-dir $work/runs/$1\$" | sed -n 1p)
   [ -n "$pid" ] || fail "no runtime process for runs/$1"
   awk '$6 ~ /\.so/ { print $6 }' "/proc/$pid/maps" | sort -u >"$1.maps"
   kill -TERM "$pid"

@@ -20,6 +20,6 @@ if abs(first - uniform) > 0.1:
 if not last < first:
     sys.exit("FAIL: the loss did not fall")
 PY
-h5ls "$(checkpoint_of run 3)/model/transformer.wte.weight" | grep -qF '{50257, 768}' ||
-  fail "the checkpoint's wte is not [50257, 768]: $(h5ls "$(checkpoint_of run 3)/model/transformer.wte.weight")"
+wte=$(h5ls "$(checkpoint_of run 3)/model/transformer.wte.weight")
+grep -qF '{50257, 768}' <<<"$wte" || fail "the checkpoint's wte is not [50257, 768]: $wte"
 echo "PASS"

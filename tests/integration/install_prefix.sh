@@ -52,7 +52,7 @@ make_data
 module_path=$prefix/share/modulefiles
 write_config job.toml installed \
   "job.setup=['source $lmod_init', 'module use $module_path', 'module load trainctl', 'command -v trainctl >\"\$TRAINCTL_RUN_DIR/module-trainctl\"']"
-"$TRAINCTL" validate job.toml | grep -q "job.toml: valid" || fail "the installed trainctl does not validate"
+"$TRAINCTL" validate job.toml >validate.txt && grep -q "job.toml: valid" validate.txt || fail "the installed trainctl does not validate"
 job=$(submit job.toml)
 wait_for_job "$job" 180 COMPLETED FAILED CANCELLED
 [ "$(job_field "$job" JobState)" = COMPLETED ] || { cat runs/installed/logs/*; fail "job $job did not complete"; }

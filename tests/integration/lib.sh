@@ -113,7 +113,9 @@ require_cluster() {
   "$TRAINCTL_SOURCE_DIR/scripts/cluster.sh" up --nodes "$1" --gpus "${2:-0}" >/dev/null
 }
 
-job_field() { scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1; }
+# job_field JOB FIELD: the first FIELD=value of `scontrol show job`, read to the end (a reader that
+# stops early would fail the pipeline under pipefail, depending on timing).
+job_field() { scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | sed -n 1p; }
 
 # wait_for_job JOB TIMEOUT STATE...: waits until the job is in one of STATE. A requeued job
 # waits ~10 s (AuthInfo=cred_expire in scripts/cluster.sh) before it runs again; releasing it
@@ -167,13 +169,18 @@ submit() {
   echo "$output" | sed -n 's/^submitted job //p'
 }
 
-# preempt_mid_run CONFIG RUN STEPS: submits CONFIG, signals its job (scancel -s TERM) once RUN
-# has logged step 60 and waits for it to complete after exactly one requeue; prints the step it
-# stopped and resumed at, which must be mid-run: past 60, before STEPS.
+# wait_until_paused RUN ENTRY TIMEOUT: waits until rank 0 of RUN is held at ENTRY of
+# TRAINCTL_TEST_PAUSE_IN (startup, step@N, eval@N, save@N; docs/runtime.md), where it stays until
+# a stop signal: an outside event the test causes then lands there, however fast the machine.
+wait_until_paused() { wait_for_file "$1/test-paused.$2" "$3"; }
+
+# preempt_mid_run CONFIG RUN STEPS: submits CONFIG, holds rank 0 at the start of step 60 (the test
+# hook) and signals the job there (scancel -s TERM); waits for it to complete after exactly one
+# requeue; prints the step it stopped and resumed at, which must be mid-run: past 60, before STEPS.
 preempt_mid_run() {
   local config=$1 run=$2 steps=$3 job stop_step
-  job=$(submit "$config")
-  wait_for_step "$run" 60 120
+  job=$(TRAINCTL_TEST_PAUSE_IN=step@60 submit "$config")
+  wait_until_paused "$run" step@60 120
   scancel -s TERM "$job"
   wait_for_job "$job" 240 COMPLETED FAILED CANCELLED
   [ "$(job_field "$job" JobState)" = COMPLETED ] || { cat "$run"/logs/* >&2; fail "job $job did not complete"; }
@@ -189,7 +196,7 @@ preempt_mid_run() {
 track_most_running() {
   trap - EXIT  # the test's cleanup belongs to the test, not to this sampler
   local most=0 running
-  while squeue -h -j "$1" -t PENDING,RUNNING,CONFIGURING,COMPLETING,REQUEUED -o %i 2>/dev/null | grep -q .; do
+  while [ -n "$(squeue -h -j "$1" -t PENDING,RUNNING,CONFIGURING,COMPLETING,REQUEUED -o %i 2>/dev/null)" ]; do
     running=$(squeue -h -r -j "$1" -t RUNNING -o %i | wc -l)
     if [ "$running" -gt "$most" ]; then
       most=$running

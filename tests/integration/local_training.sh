@@ -22,7 +22,7 @@ with open("one_rank.log", "w") as log:
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
 PY
 
-first_loss=$(grep '"loss":' runs/two-ranks/metrics.jsonl | head -n 1 | sed -E 's/.*"loss":([-0-9.e+]+).*/\1/')
+first_loss=$(grep -m 1 '"loss":' runs/two-ranks/metrics.jsonl | sed -E 's/.*"loss":([-0-9.e+]+).*/\1/')
 final_loss=$(last_metric runs/two-ranks loss)
 echo "loss: first logged $first_loss, final $final_loss"
 awk -v first="$first_loss" -v final="$final_loss" 'BEGIN { exit !(final < 0.85 * first) }' ||
@@ -74,7 +74,8 @@ for dataset in x y; do
 done
 
 # trainctl plot: a PNG of the requested size where status says it goes; other formats are refused.
-"$TRAINCTL" status runs/two-ranks | grep -qxF "plot: trainctl plot runs/two-ranks  (writes runs/two-ranks/loss.png)" ||
+"$TRAINCTL" status runs/two-ranks >status.txt &&
+  grep -qxF "plot: trainctl plot runs/two-ranks  (writes runs/two-ranks/loss.png)" status.txt ||
   fail "status does not say where the plot goes"
 [ "$("$TRAINCTL" plot runs/two-ranks --width 640 --height 360)" = "wrote runs/two-ranks/loss.png" ] ||
   fail "plot did not write runs/two-ranks/loss.png"

@@ -25,9 +25,9 @@ grep -q "trainctl: job [0-9]* ended: COMPLETED" using_it.log || fail "logs -f di
 grep -q "nothing to resubmit" using_it.log || fail "sweep resubmit --failed: $(grep -A3 'sweep resubmit' using_it.log)"
 # The sweep's tasks run on after the block; the next test needs the cluster to itself.
 deadline=$((SECONDS + 240))
-while squeue -h -o %i | grep -q .; do
+while [ -n "$(squeue -h -o %i)" ]; do
   [ $SECONDS -lt $deadline ] || fail "the sweep's tasks did not finish: $(squeue)"
   sleep 1
 done
-"$TRAINCTL" sweep status runs/mlp-sweep | grep -q "12 tasks (12 COMPLETED)" || fail "not all 12 sweep tasks completed"
+"$TRAINCTL" sweep status runs/mlp-sweep >status.txt && grep -q "12 tasks (12 COMPLETED)" status.txt || fail "not all 12 sweep tasks completed"
 echo "PASS"

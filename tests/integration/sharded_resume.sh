@@ -29,7 +29,8 @@ reshard() {
   grep -q '"step":10,"event":"stop"' "runs/$name/metrics.jsonl" || { cat "$name-from.log"; fail "$name: no stop at 10"; }
   "$TRAINCTL" run "$name-to.toml" --ranks "$to" --resume >/dev/null
   grep -q '"step":10,"event":"resume"' "runs/$name/metrics.jsonl" || fail "$name: did not resume at step 10"
-  "$TRAINCTL" ckpt inspect "$(checkpoint_of "runs/$name" 20)" | grep -q "world_size $to," ||
+  "$TRAINCTL" ckpt inspect "$(checkpoint_of "runs/$name" 20)" >"$name-inspect.txt" &&
+    grep -q "world_size $to," "$name-inspect.txt" ||
     fail "$name: the last checkpoint is not of $to ranks"
   "$TRAINCTL" ckpt diff "$(checkpoint_of "runs/$name-reference" 20)" "$(checkpoint_of "runs/$name" 20)" --rtol 1e-6 ||
     fail "$name: $from ranks (zero $from_zero) -> $to ranks (zero $to_zero) differs from the reference"
