@@ -1,12 +1,11 @@
 // The device registry (the CPU table built in, the CUDA table from the backend library that
-// TRAINCTL_CUDA_BACKEND names, opened on first use), the checks that a table has no hole, and the
-// families a model can ask a device for.
+// TRAINCTL_CUDA_BACKEND names, opened on first use), the check that a table has no hole, and the
+// families a model can ask a device for: the last two made from the op list, device_ops.def.
 #include <dlfcn.h>
 
 #include <fmt/format.h>
 
 #include <cstdlib>
-#include <initializer_list>
 #include <mutex>
 #include <string>
 
@@ -17,26 +16,20 @@ namespace trainctl {
 
 namespace {
 
-struct OpSlot {
-  const char* name;
-  bool filled;
-};
-
-void require_filled(const Device& device, const char* family, std::initializer_list<OpSlot> ops) {
-  for (const OpSlot& op : ops)
-    if (!op.filled)
-      throw std::logic_error(
-          fmt::format("{}.{}.{} is empty: a device table must fill every op of each family it has", device.name,
-                      family, op.name));
+// A family's struct in the table, or null for an optional family the table lacks.
+template <typename Ops>
+const Ops* present(const Ops& ops) {
+  return &ops;
+}
+template <typename Ops>
+const Ops* present(const std::optional<Ops>& ops) {
+  return ops ? &*ops : nullptr;
 }
 
-bool has_family(const Device& device, OpFamily family) {
-  switch (family) {
-    case OpFamily::kNorm: return device.norm.has_value();
-    case OpFamily::kEmbedding: return device.embedding.has_value();
-    case OpFamily::kAttention: return device.attention.has_value();
-  }
-  return false;
+void require_filled(const Device& device, const char* family, const char* op, bool filled) {
+  if (!filled)
+    throw std::logic_error(fmt::format(
+        "{}.{}.{} is empty: a device table must fill every op of each family it has", device.name, family, op));
 }
 
 // The library file TRAINCTL_CUDA_BACKEND names. A bare file name is looked for where the
@@ -81,74 +74,56 @@ const Device& cuda_backend() {
 
 }  // namespace
 
-Gemm dense_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                const float* b, float beta, float* c) {
+Gemm dense_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, ConstTypedPtr a,
+                ConstTypedPtr b, float beta, TypedPtr c) {
   return Gemm{.transpose_a = transpose_a, .transpose_b = transpose_b, .m = m, .n = n, .k = k, .alpha = alpha,
               .beta = beta, .a = a, .lda = transpose_a ? m : k, .b = b, .ldb = transpose_b ? k : n, .c = c, .ldc = n};
 }
 
-const char* op_family_name(OpFamily family) {
+const char* optional_family_name(OptionalFamily family) {
   switch (family) {
-    case OpFamily::kNorm: return "norm";
-    case OpFamily::kEmbedding: return "embedding";
-    case OpFamily::kAttention: return "attention";
+#define TRAINCTL_FAMILY(family, Type, presence) TRAINCTL_NAME_CASE_##presence(family)
+#define TRAINCTL_NAME_CASE_required(family)
+#define TRAINCTL_NAME_CASE_optional(family) \
+  case OptionalFamily::family:              \
+    return #family;
+#define TRAINCTL_OP(family, op, Return, parameters)
+#define TRAINCTL_END_FAMILY(family)
+#include "device_ops.def"
+#undef TRAINCTL_NAME_CASE_required
+#undef TRAINCTL_NAME_CASE_optional
   }
   return "unknown";
 }
 
-std::vector<OpFamily> missing_families(const Device& device, const std::vector<OpFamily>& needed) {
-  std::vector<OpFamily> missing;
-  for (const OpFamily family : needed)
-    if (!has_family(device, family)) missing.push_back(family);
+std::vector<OptionalFamily> missing_families(const Device& device, const std::vector<OptionalFamily>& needed) {
+  std::vector<OptionalFamily> missing;
+  for (const OptionalFamily family : needed) {
+    bool has = true;
+    switch (family) {
+#define TRAINCTL_FAMILY(family, Type, presence) TRAINCTL_HAS_CASE_##presence(family)
+#define TRAINCTL_HAS_CASE_required(family)
+#define TRAINCTL_HAS_CASE_optional(family) \
+  case OptionalFamily::family:             \
+    has = device.family.has_value();       \
+    break;
+#define TRAINCTL_OP(family, op, Return, parameters)
+#define TRAINCTL_END_FAMILY(family)
+#include "device_ops.def"
+#undef TRAINCTL_HAS_CASE_required
+#undef TRAINCTL_HAS_CASE_optional
+    }
+    if (!has) missing.push_back(family);
+  }
   return missing;
 }
 
-// Names each op once: the slot's name is the member's own, spelled by the preprocessor.
-#define TRAINCTL_OP_SLOT(ops, op) OpSlot{#op, (ops).op != nullptr}
-
 void check_device_table(const Device& device) {
-  const MemoryOps& memory = device.memory;
-  require_filled(device, "memory",
-                 {TRAINCTL_OP_SLOT(memory, bind_local), TRAINCTL_OP_SLOT(memory, alloc),
-                  TRAINCTL_OP_SLOT(memory, release), TRAINCTL_OP_SLOT(memory, upload),
-                  TRAINCTL_OP_SLOT(memory, download), TRAINCTL_OP_SLOT(memory, copy),
-                  TRAINCTL_OP_SLOT(memory, fill_zero), TRAINCTL_OP_SLOT(memory, pin_host),
-                  TRAINCTL_OP_SLOT(memory, unpin_host), TRAINCTL_OP_SLOT(memory, peak_flops),
-                  TRAINCTL_OP_SLOT(memory, peak_allocated_bytes), TRAINCTL_OP_SLOT(memory, unbind)});
-  require_filled(device, "streams",
-                 {TRAINCTL_OP_SLOT(device.streams, create), TRAINCTL_OP_SLOT(device.streams, destroy)});
-  require_filled(device, "blas", {TRAINCTL_OP_SLOT(device.blas, gemm), TRAINCTL_OP_SLOT(device.blas, gemm_bf16)});
-  const ElementwiseOps& elementwise = device.elementwise;
-  require_filled(device, "elementwise",
-                 {TRAINCTL_OP_SLOT(elementwise, bias_act_forward), TRAINCTL_OP_SLOT(elementwise, bias_act_backward),
-                  TRAINCTL_OP_SLOT(elementwise, add)});
-  require_filled(device, "loss", {TRAINCTL_OP_SLOT(device.loss, softmax_cross_entropy)});
-  const OptimizerOps& optimizer = device.optimizer;
-  require_filled(device, "optimizer",
-                 {TRAINCTL_OP_SLOT(optimizer, sgd_step), TRAINCTL_OP_SLOT(optimizer, adamw_step),
-                  TRAINCTL_OP_SLOT(optimizer, sum_squares), TRAINCTL_OP_SLOT(optimizer, scale)});
-  if (device.norm)
-    require_filled(device, "norm",
-                   {TRAINCTL_OP_SLOT(*device.norm, layernorm_forward),
-                    TRAINCTL_OP_SLOT(*device.norm, layernorm_backward)});
-  if (device.embedding)
-    require_filled(device, "embedding",
-                   {TRAINCTL_OP_SLOT(*device.embedding, embedding_forward),
-                    TRAINCTL_OP_SLOT(*device.embedding, embedding_backward)});
-  if (device.attention)
-    require_filled(device, "attention",
-                   {TRAINCTL_OP_SLOT(*device.attention, attention_forward),
-                    TRAINCTL_OP_SLOT(*device.attention, attention_backward)});
-  if (device.collectives)
-    require_filled(device, "collectives",
-                   {TRAINCTL_OP_SLOT(*device.collectives, open), TRAINCTL_OP_SLOT(*device.collectives, close),
-                    TRAINCTL_OP_SLOT(*device.collectives, all_reduce_sum),
-                    TRAINCTL_OP_SLOT(*device.collectives, reduce_scatter_sum),
-                    TRAINCTL_OP_SLOT(*device.collectives, all_gather),
-                    TRAINCTL_OP_SLOT(*device.collectives, wait_reductions)});
+#define TRAINCTL_FAMILY(family, Type, presence) if (const Type* ops = present(device.family)) {
+#define TRAINCTL_OP(family, op, Return, parameters) require_filled(device, #family, #op, ops->op != nullptr);
+#define TRAINCTL_END_FAMILY(family) }
+#include "device_ops.def"
 }
-
-#undef TRAINCTL_OP_SLOT
 
 const Device* find_device(std::string_view name) {
   if (name == "cpu") return &cpu_device();

@@ -1,6 +1,9 @@
-// Memory owned on one device of the seam (kernels/device.h), released when it goes away.
+// Memory owned on one device of the seam (kernels/device.h), released when it goes away: of one
+// C++ type (DeviceBuffer<T>), or of an element type chosen at run time (TypedBuffer: activations,
+// f32 or bf16 as train.precision stores them).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 
@@ -44,6 +47,22 @@ class DeviceBuffer {
 
   const Device* device_ = nullptr;
   T* data_ = nullptr;
+  int64_t count_ = 0;
+};
+
+class TypedBuffer {
+ public:
+  TypedBuffer() = default;
+  TypedBuffer(const Device& device, ElementType type, int64_t count)
+      : bytes_(device, count * static_cast<int64_t>(element_bytes(type))), type_(type), count_(count) {}
+
+  TypedPtr get() const { return {bytes_.get(), type_}; }
+  ElementType type() const { return type_; }
+  int64_t size() const { return count_; }
+
+ private:
+  DeviceBuffer<std::byte> bytes_;
+  ElementType type_ = ElementType::kF32;
   int64_t count_ = 0;
 };
 

@@ -59,66 +59,98 @@ double training_flops_per_token(const Gpt2Spec& spec, int64_t parameters) {
                                    static_cast<double>(spec.block_size);
 }
 
-// The floats of one block's activations (Gpt2::BlockActivations) for `rows` token positions.
-int64_t block_activation_floats(const Gpt2Spec& spec, int64_t rows) {
+}  // namespace
+
+// What a block's backward reads, from its forward.
+struct Gpt2BlockActivations {
+  TypedBuffer ln1;
+  DeviceBuffer<float> ln1_mean, ln1_rstd;
+  TypedBuffer qkv, attention;
+  DeviceBuffer<float> lse;
+  DeviceBuffer<float> residual;  // the stream after the attention's residual add
+  TypedBuffer ln2;
+  DeviceBuffer<float> ln2_mean, ln2_rstd;
+  TypedBuffer fc, gelu;  // c_fc's pre-activation (the GELU epilogue's aux) and its GELU
+};
+
+struct Gpt2::Buffers {
+  DeviceBuffer<int32_t> tokens, targets;
+  std::vector<DeviceBuffer<float>> residuals;  // [n_layer + 1]: each block's input, then ln_f's
+  std::vector<Gpt2BlockActivations> blocks;    // one per block, or the shared scratch
+  // An attention's or an MLP's output, until the LayerNorm after it adds it to the residual stream.
+  TypedBuffer branch;
+  TypedBuffer ln_f;
+  DeviceBuffer<float> ln_f_mean, ln_f_rstd;
+  TypedBuffer logits;  // then, in training, their gradient
+  // Backward: dL/d(the residual stream) in fp32, and in bf16 its copy for the GEMMs that read it;
+  // dL/d(a LayerNorm's output, or the attention's), and dL/d(qkv or c_fc's output), the widest.
+  DeviceBuffer<float> grad_residual;
+  TypedBuffer grad_residual_copy;
+  TypedBuffer grad_normed, grad_wide;
+
+  Gpt2BlockActivations& of(int64_t block, bool recompute) { return blocks[recompute ? 0 : block]; }
+};
+
+namespace {
+
+Gpt2BlockActivations block_activations(BufferPlan& plan, int64_t rows, const Gpt2Spec& spec) {
   const int64_t channels = spec.n_embd;
-  // ln1, qkv (3C), attention, residual, ln2, fc (4C) and gelu (4C); the two LayerNorms' mean and
-  // rstd; the attention's log-sum-exp per head.
-  return rows * (15 * channels + 4 + spec.n_head);
+  Gpt2BlockActivations block;
+  block.ln1 = plan.activations(rows * channels);
+  block.ln1_mean = plan.buffer<float>(rows);
+  block.ln1_rstd = plan.buffer<float>(rows);
+  block.qkv = plan.activations(rows * 3 * channels);
+  block.attention = plan.activations(rows * channels);
+  block.lse = plan.buffer<float>(rows * spec.n_head);
+  block.residual = plan.buffer<float>(rows * channels);
+  block.ln2 = plan.activations(rows * channels);
+  block.ln2_mean = plan.buffer<float>(rows);
+  block.ln2_rstd = plan.buffer<float>(rows);
+  block.fc = plan.activations(rows * 4 * channels);
+  block.gelu = plan.activations(rows * 4 * channels);
+  return block;
 }
 
 }  // namespace
+
+Gpt2::Buffers Gpt2::plan_buffers(const Gpt2Spec& spec, const ModelOptions& options, BufferPlan& plan) {
+  const int64_t rows = options.max_examples * spec.block_size, channels = spec.n_embd;
+  Buffers buffers;
+  buffers.tokens = plan.buffer<int32_t>(rows);
+  buffers.targets = plan.buffer<int32_t>(rows);
+  for (int64_t block = 0; block <= spec.n_layer; ++block)
+    buffers.residuals.push_back(plan.buffer<float>(rows * channels));
+  for (int64_t block = 0; block < (options.recompute ? 1 : spec.n_layer); ++block)
+    buffers.blocks.push_back(block_activations(plan, rows, spec));
+  buffers.branch = plan.activations(rows * channels);
+  buffers.ln_f = plan.activations(rows * channels);
+  buffers.ln_f_mean = plan.buffer<float>(rows);
+  buffers.ln_f_rstd = plan.buffer<float>(rows);
+  buffers.logits = plan.activations(rows * gpt2_padded_vocab(spec));
+  buffers.grad_residual = plan.buffer<float>(rows * channels);
+  if (plan.activation_type() != ElementType::kF32) buffers.grad_residual_copy = plan.activations(rows * channels);
+  buffers.grad_normed = plan.activations(rows * channels);
+  buffers.grad_wide = plan.activations(rows * 4 * channels);
+  return buffers;
+}
 
 int64_t gpt2_padded_vocab(const Gpt2Spec& spec) {
   return (spec.vocab_size + kVocabRowMultiple - 1) / kVocabRowMultiple * kVocabRowMultiple;
 }
 
 Gpt2::Gpt2(const Gpt2Spec& spec, const Device& device, const ModelOptions& options)
-    : LanguageModel(device, options.stream),
+    : LanguageModel(device, options.stream, options.precision),
       spec_(spec),
       options_(options),
       norm_(device.norm.value()),
       embedding_(device.embedding.value()),
-      attention_(device.attention.value()),
-      gemm_(options.precision == Precision::kBf16 ? device.blas.gemm_bf16 : device.blas.gemm) {
-  const int64_t vocab = gpt2_padded_vocab(spec), context = spec.block_size, channels = spec.n_embd;
+      attention_(device.attention.value()) {
   set_layout(gpt2_tensors(spec));
-
-  const int64_t rows = options.max_examples * context;
-  tokens_ = DeviceBuffer<int32_t>(device, rows);
-  targets_ = DeviceBuffer<int32_t>(device, rows);
-  for (int64_t block = 0; block <= spec.n_layer; ++block) residuals_.push_back(activation_buffer(rows * channels));
-  for (int64_t block = 0; block < (options.recompute ? 1 : spec.n_layer); ++block)
-    blocks_.push_back(block_activations());
-  ln_f_ = activation_buffer(rows * channels);
-  ln_f_mean_ = activation_buffer(rows);
-  ln_f_rstd_ = activation_buffer(rows);
-  logits_ = activation_buffer(rows * vocab);
-  grad_logits_ = activation_buffer(rows * vocab);
-  grad_residual_ = activation_buffer(rows * channels);
-  grad_normed_ = activation_buffer(rows * channels);
-  grad_wide_ = activation_buffer(rows * 4 * channels);
+  BufferPlan plan(&device, activation_type());
+  buffers_ = std::make_unique<Buffers>(plan_buffers(spec, options, plan));
 }
 
-DeviceBuffer<float> Gpt2::activation_buffer(int64_t count) { return DeviceBuffer<float>(device_, count); }
-
-Gpt2::BlockActivations Gpt2::block_activations() {
-  const int64_t rows = options_.max_examples * spec_.block_size, channels = spec_.n_embd;
-  BlockActivations block;
-  block.ln1 = activation_buffer(rows * channels);
-  block.ln1_mean = activation_buffer(rows);
-  block.ln1_rstd = activation_buffer(rows);
-  block.qkv = activation_buffer(rows * 3 * channels);
-  block.attention = activation_buffer(rows * channels);
-  block.lse = activation_buffer(rows * spec_.n_head);
-  block.residual = activation_buffer(rows * channels);
-  block.ln2 = activation_buffer(rows * channels);
-  block.ln2_mean = activation_buffer(rows);
-  block.ln2_rstd = activation_buffer(rows);
-  block.fc = activation_buffer(rows * 4 * channels);
-  block.gelu = activation_buffer(rows * 4 * channels);
-  return block;
-}
+Gpt2::~Gpt2() = default;
 
 const ParameterSlice& Gpt2::slice(int64_t block, BlockTensor tensor) const {
   return parameter_layout()[kFirstBlock + static_cast<size_t>(block * kBlockTensors + tensor)];
@@ -143,9 +175,9 @@ void Gpt2::init_parameters(uint64_t seed) {
 
 double Gpt2::training_flops_per_term() const { return training_flops_per_token(spec_, parameter_count()); }
 
-void Gpt2::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const float* a,
-                  const float* b, bool accumulate, float* c) {
-  gemm_(stream_, dense_gemm(transpose_a, transpose_b, m, n, k, 1.0f, a, b, accumulate ? 1.0f : 0.0f, c));
+Gemm Gpt2::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, ConstTypedPtr a,
+                  ConstTypedPtr b, bool accumulate, TypedPtr c) const {
+  return dense_gemm(transpose_a, transpose_b, m, n, k, 1.0f, a, b, accumulate ? 1.0f : 0.0f, c);
 }
 
 Gpt2::Shape Gpt2::load_batch(const Batch& batch) {
@@ -163,109 +195,138 @@ Gpt2::Shape Gpt2::load_batch(const Batch& batch) {
                                            spec_.vocab_size));
   }
   const size_t bytes = static_cast<size_t>(shape.rows()) * sizeof(int32_t);
-  device_.memory.upload(stream_, tokens_.get(), batch.ints("tokens"), bytes);
-  device_.memory.upload(stream_, targets_.get(), batch.ints("targets"), bytes);
+  device_.memory.upload(stream_, buffers_->tokens.get(), batch.ints("tokens"), bytes);
+  device_.memory.upload(stream_, buffers_->targets.get(), batch.ints("targets"), bytes);
   return shape;
 }
 
 void Gpt2::forward(Shape shape) {
+  Buffers& buffers = *buffers_;
+  compute_ = compute_parameters();
   const std::vector<ParameterSlice>& layout = parameter_layout();
-  embedding_.embedding_forward(stream_, residuals_[0].get(), tokens_.get(), parameters() + layout[kWte].offset,
-                               parameters() + layout[kWpe].offset, shape.batch, shape.seq, spec_.n_embd);
+  embedding_.embedding_forward(stream_, buffers.residuals[0].get(), buffers.tokens.get(),
+                               parameters() + layout[kWte].offset, parameters() + layout[kWpe].offset, shape.batch,
+                               shape.seq, spec_.n_embd);
   for (int64_t block = 0; block < spec_.n_layer; ++block) block_forward(block, shape, true);
+  // ln_f, with the last MLP's residual add.
   const ParameterSlice& ln_f_weight = layout[layout.size() - 2];
   const ParameterSlice& ln_f_bias = layout[layout.size() - 1];
-  norm_.layernorm_forward(stream_, ln_f_.get(), ln_f_mean_.get(), ln_f_rstd_.get(), residuals_.back().get(),
-                          parameters() + ln_f_weight.offset, parameters() + ln_f_bias.offset, shape.rows(),
-                          spec_.n_embd, kLayerNormEps);
+  norm_.layernorm_forward(stream_, buffers.ln_f.get(), buffers.ln_f_mean.get(), buffers.ln_f_rstd.get(),
+                          buffers.of(spec_.n_layer - 1, options_.recompute).residual.get(), buffers.branch.get(),
+                          buffers.residuals.back().get(), parameters() + ln_f_weight.offset,
+                          parameters() + ln_f_bias.offset, shape.rows(), spec_.n_embd, kLayerNormEps);
 }
 
 void Gpt2::block_forward(int64_t block, Shape shape, bool write_output) {
+  Buffers& buffers = *buffers_;
   const int64_t rows = shape.rows(), channels = spec_.n_embd;
-  const ElementwiseOps& elementwise = device_.elementwise;
-  BlockActivations& a = activations_of(block);
-  const float* input = residuals_[static_cast<size_t>(block)].get();
+  Gpt2BlockActivations& a = buffers.of(block, options_.recompute);
+  float* input = buffers.residuals[static_cast<size_t>(block)].get();
 
-  norm_.layernorm_forward(stream_, a.ln1.get(), a.ln1_mean.get(), a.ln1_rstd.get(), input,
-                          parameter(block, kLn1Weight), parameter(block, kLn1Bias), rows, channels, kLayerNormEps);
-  matmul(false, false, rows, 3 * channels, channels, a.ln1.get(), parameter(block, kAttnWeight), false, a.qkv.get());
-  elementwise.bias_act_forward(stream_, a.qkv.get(), parameter(block, kAttnBias), a.qkv.get(), rows, 3 * channels,
-                               Activation::kNone);
+  // ln_1. In the forward pass the block's input is the previous block's residual stream plus its
+  // MLP's output, added here; recompute finds the input saved.
+  if (block > 0 && write_output) {
+    norm_.layernorm_forward(stream_, a.ln1.get(), a.ln1_mean.get(), a.ln1_rstd.get(),
+                            buffers.of(block - 1, options_.recompute).residual.get(), buffers.branch.get(), input,
+                            parameter(block, kLn1Weight), parameter(block, kLn1Bias), rows, channels, kLayerNormEps);
+  } else {
+    norm_.layernorm_forward(stream_, a.ln1.get(), a.ln1_mean.get(), a.ln1_rstd.get(), input, {}, nullptr,
+                            parameter(block, kLn1Weight), parameter(block, kLn1Bias), rows, channels, kLayerNormEps);
+  }
+  Gemm qkv = matmul(false, false, rows, 3 * channels, channels, a.ln1.get(), compute(block, kAttnWeight), false,
+                    a.qkv.get());
+  qkv.epilogue = Epilogue::kBias;
+  qkv.bias = compute(block, kAttnBias);
+  run(qkv);
   attention_.attention_forward(stream_, a.attention.get(), a.lse.get(), a.qkv.get(), shape.batch, shape.seq,
                                channels, spec_.n_head);
-  matmul(false, false, rows, channels, channels, a.attention.get(), parameter(block, kAttnProjWeight), false,
-         a.residual.get());
-  elementwise.bias_act_forward(stream_, a.residual.get(), parameter(block, kAttnProjBias), a.residual.get(), rows,
-                               channels, Activation::kNone);
-  elementwise.add(stream_, a.residual.get(), a.residual.get(), input, rows * channels);
+  Gemm projection = matmul(false, false, rows, channels, channels, a.attention.get(),
+                           compute(block, kAttnProjWeight), false, buffers.branch.get());
+  projection.epilogue = Epilogue::kBias;
+  projection.bias = compute(block, kAttnProjBias);
+  run(projection);
 
-  norm_.layernorm_forward(stream_, a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), a.residual.get(),
-                          parameter(block, kLn2Weight), parameter(block, kLn2Bias), rows, channels, kLayerNormEps);
-  matmul(false, false, rows, 4 * channels, channels, a.ln2.get(), parameter(block, kFcWeight), false, a.fc.get());
-  elementwise.bias_act_forward(stream_, a.fc.get(), parameter(block, kFcBias), a.gelu.get(), rows, 4 * channels,
-                               Activation::kGeluTanh);
+  // ln_2, with the attention's residual add.
+  norm_.layernorm_forward(stream_, a.ln2.get(), a.ln2_mean.get(), a.ln2_rstd.get(), input, buffers.branch.get(),
+                          a.residual.get(), parameter(block, kLn2Weight), parameter(block, kLn2Bias), rows, channels,
+                          kLayerNormEps);
+  Gemm fc = matmul(false, false, rows, 4 * channels, channels, a.ln2.get(), compute(block, kFcWeight), false,
+                   a.gelu.get());
+  fc.epilogue = Epilogue::kGeluBias;
+  fc.bias = compute(block, kFcBias);
+  fc.aux = a.fc.get();
+  fc.ld_aux = 4 * channels;
+  run(fc);
   if (!write_output) return;
-  float* output = residuals_[static_cast<size_t>(block + 1)].get();
-  matmul(false, false, rows, channels, 4 * channels, a.gelu.get(), parameter(block, kFcProjWeight), false, output);
-  elementwise.bias_act_forward(stream_, output, parameter(block, kFcProjBias), output, rows, channels,
-                               Activation::kNone);
-  elementwise.add(stream_, output, output, a.residual.get(), rows * channels);
+  Gemm fc_projection = matmul(false, false, rows, channels, 4 * channels, a.gelu.get(), compute(block, kFcProjWeight),
+                              false, buffers.branch.get());
+  fc_projection.epilogue = Epilogue::kBias;
+  fc_projection.bias = compute(block, kFcProjBias);
+  run(fc_projection);
 }
 
 void Gpt2::block_backward(int64_t block, Shape shape) {
+  Buffers& buffers = *buffers_;
   const int64_t rows = shape.rows(), channels = spec_.n_embd;
-  const ElementwiseOps& elementwise = device_.elementwise;
-  BlockActivations& a = activations_of(block);
-  // dL/d(the residual stream): the residual adds pass it through unchanged, and each
-  // LayerNorm's backward adds its branch's contribution.
-  float* grad = grad_residual_.get();
-  float* grad_normed = grad_normed_.get();
-  float* grad_wide = grad_wide_.get();
+  Gpt2BlockActivations& a = buffers.of(block, options_.recompute);
+  // dL/d(the residual stream): the residual adds pass it through unchanged, and each LayerNorm's
+  // backward adds its branch's contribution (and copies the sum for the GEMMs in bf16).
+  float* grad = buffers.grad_residual.get();
+  const TypedPtr grad_copy = buffers.grad_residual_copy.get();
+  const ConstTypedPtr grad_read = grad_copy ? ConstTypedPtr(grad_copy) : ConstTypedPtr(grad);
+  const TypedPtr grad_normed = buffers.grad_normed.get();
+  const TypedPtr grad_wide = buffers.grad_wide.get();
+  // The weight's gradient, and the bias's from the same GEMM's B operand (the output gradient).
+  const auto weight_gradient = [&](int64_t m, int64_t n, ConstTypedPtr input, ConstTypedPtr output_gradient,
+                                   BlockTensor weight, BlockTensor bias) {
+    Gemm gemm = matmul(true, false, m, n, rows, input, output_gradient, true, gradient(block, weight));
+    gemm.epilogue = Epilogue::kBiasGradB;
+    gemm.bias_grad = gradient(block, bias);
+    run(gemm);
+  };
 
   // MLP: output = residual + gelu(ln2 W_fc + b_fc) W_proj + b_proj.
-  elementwise.bias_act_backward(stream_, grad, nullptr, nullptr, grad, gradient(block, kFcProjBias), rows, channels,
-                                Activation::kNone);
-  matmul(true, false, 4 * channels, channels, rows, a.gelu.get(), grad, true, gradient(block, kFcProjWeight));
-  matmul(false, true, rows, 4 * channels, channels, grad, parameter(block, kFcProjWeight), false, grad_wide);
-  elementwise.bias_act_backward(stream_, grad_wide, a.fc.get(), a.gelu.get(), grad_wide, gradient(block, kFcBias),
-                                rows, 4 * channels, Activation::kGeluTanh);
-  matmul(true, false, channels, 4 * channels, rows, a.ln2.get(), grad_wide, true, gradient(block, kFcWeight));
-  matmul(false, true, rows, channels, 4 * channels, grad_wide, parameter(block, kFcWeight), false, grad_normed);
-  norm_.layernorm_backward(stream_, grad, gradient(block, kLn2Weight), gradient(block, kLn2Bias), grad_normed,
-                           a.residual.get(), parameter(block, kLn2Weight), a.ln2_mean.get(), a.ln2_rstd.get(), rows,
-                           channels);
+  weight_gradient(4 * channels, channels, a.gelu.get(), grad_read, kFcProjWeight, kFcProjBias);
+  Gemm gelu_gradient =
+      matmul(false, true, rows, 4 * channels, channels, grad_read, compute(block, kFcProjWeight), false, grad_wide);
+  gelu_gradient.epilogue = Epilogue::kGeluGrad;
+  gelu_gradient.aux = a.fc.get();
+  gelu_gradient.ld_aux = 4 * channels;
+  run(gelu_gradient);
+  weight_gradient(channels, 4 * channels, a.ln2.get(), grad_wide, kFcWeight, kFcBias);
+  run(matmul(false, true, rows, channels, 4 * channels, grad_wide, compute(block, kFcWeight), false, grad_normed));
+  norm_.layernorm_backward(stream_, grad, grad_copy, gradient(block, kLn2Weight), gradient(block, kLn2Bias),
+                           grad_normed, a.residual.get(), parameter(block, kLn2Weight), a.ln2_mean.get(),
+                           a.ln2_rstd.get(), rows, channels);
 
   // Attention: residual = input + attention(ln1 W_attn + b_attn) W_proj + b_proj.
-  elementwise.bias_act_backward(stream_, grad, nullptr, nullptr, grad, gradient(block, kAttnProjBias), rows,
-                                channels, Activation::kNone);
-  matmul(true, false, channels, channels, rows, a.attention.get(), grad, true, gradient(block, kAttnProjWeight));
-  matmul(false, true, rows, channels, channels, grad, parameter(block, kAttnProjWeight), false, grad_normed);
+  weight_gradient(channels, channels, a.attention.get(), grad_read, kAttnProjWeight, kAttnProjBias);
+  run(matmul(false, true, rows, channels, channels, grad_read, compute(block, kAttnProjWeight), false, grad_normed));
   attention_.attention_backward(stream_, grad_wide, grad_normed, a.qkv.get(), a.attention.get(), a.lse.get(),
                                 shape.batch, shape.seq, channels, spec_.n_head);
-  elementwise.bias_act_backward(stream_, grad_wide, nullptr, nullptr, grad_wide, gradient(block, kAttnBias), rows,
-                                3 * channels, Activation::kNone);
-  matmul(true, false, channels, 3 * channels, rows, a.ln1.get(), grad_wide, true, gradient(block, kAttnWeight));
-  matmul(false, true, rows, channels, 3 * channels, grad_wide, parameter(block, kAttnWeight), false, grad_normed);
-  norm_.layernorm_backward(stream_, grad, gradient(block, kLn1Weight), gradient(block, kLn1Bias), grad_normed,
-                           residuals_[static_cast<size_t>(block)].get(), parameter(block, kLn1Weight),
-                           a.ln1_mean.get(), a.ln1_rstd.get(), rows, channels);
+  weight_gradient(channels, 3 * channels, a.ln1.get(), grad_wide, kAttnWeight, kAttnBias);
+  run(matmul(false, true, rows, channels, 3 * channels, grad_wide, compute(block, kAttnWeight), false, grad_normed));
+  norm_.layernorm_backward(stream_, grad, grad_copy, gradient(block, kLn1Weight), gradient(block, kLn1Bias),
+                           grad_normed, buffers.residuals[static_cast<size_t>(block)].get(),
+                           parameter(block, kLn1Weight), a.ln1_mean.get(), a.ln1_rstd.get(), rows, channels);
 }
 
-BatchResult Gpt2::lm_head_and_loss(Shape shape, float* grad_logits, float grad_scale) {
+void Gpt2::lm_head_and_loss(Shape shape, std::optional<float> grad_scale, BatchResult* totals) {
+  Buffers& buffers = *buffers_;
   // Over the padded vocabulary: its zero rows give logits the loss skips.
-  const float* wte = parameters() + parameter_layout()[kWte].offset;
   const int64_t padded_vocab = gpt2_padded_vocab(spec_);
-  matmul(false, true, shape.rows(), padded_vocab, spec_.n_embd, ln_f_.get(), wte, false, logits_.get());
-  BatchResult result;
-  device_.loss.softmax_cross_entropy(stream_, logits_.get(), targets_.get(), grad_logits, shape.rows(),
-                                     spec_.vocab_size, padded_vocab, grad_scale, &result.loss_sum, &result.correct);
-  return result;
+  run(matmul(false, true, shape.rows(), padded_vocab, spec_.n_embd, buffers.ln_f.get(),
+             compute_ + parameter_layout()[kWte].offset, false, buffers.logits.get()));
+  device_.loss.softmax_cross_entropy(stream_, buffers.logits.get(), buffers.targets.get(), shape.rows(),
+                                     spec_.vocab_size, padded_vocab, grad_scale, &totals->loss_sum, &totals->correct);
 }
 
-BatchResult Gpt2::forward_backward(const Batch& batch, float grad_scale, const LayerDone& layer_done) {
+void Gpt2::forward_backward_into(const Batch& batch, float grad_scale, BatchResult* totals,
+                                 const LayerDone& layer_done) {
+  Buffers& buffers = *buffers_;
   const Shape shape = load_batch(batch);
   forward(shape);
-  const BatchResult result = lm_head_and_loss(shape, grad_logits_.get(), grad_scale);
+  lm_head_and_loss(shape, grad_scale, totals);
 
   const std::vector<ParameterSlice>& layout = parameter_layout();
   const int64_t rows = shape.rows(), channels = spec_.n_embd, vocab = gpt2_padded_vocab(spec_);
@@ -276,15 +337,18 @@ BatchResult Gpt2::forward_backward(const Batch& batch, float grad_scale, const L
   // here and the embedding's below. Over the padded rows too, whose logit gradients are 0: their
   // gradient stays exactly 0.
   const ParameterSlice& wte = layout[kWte];
-  matmul(true, false, vocab, channels, rows, grad_logits_.get(), ln_f_.get(), true, gradients() + wte.offset);
-  matmul(false, false, rows, channels, vocab, grad_logits_.get(), parameters() + wte.offset, false,
-         grad_normed_.get());
+  const TypedPtr grad_logits = buffers.logits.get();
+  run(matmul(true, false, vocab, channels, rows, grad_logits, buffers.ln_f.get(), true, gradients() + wte.offset));
+  run(matmul(false, false, rows, channels, vocab, grad_logits, compute_ + wte.offset, false,
+             buffers.grad_normed.get()));
   const ParameterSlice& ln_f_weight = layout[layout.size() - 2];
   const ParameterSlice& ln_f_bias = layout[layout.size() - 1];
-  device_.memory.fill_zero(stream_, grad_residual_.get(), rows * channels);
-  norm_.layernorm_backward(stream_, grad_residual_.get(), gradients() + ln_f_weight.offset,
-                           gradients() + ln_f_bias.offset, grad_normed_.get(), residuals_.back().get(),
-                           parameters() + ln_f_weight.offset, ln_f_mean_.get(), ln_f_rstd_.get(), rows, channels);
+  device_.memory.fill_zero(stream_, buffers.grad_residual.get(), static_cast<size_t>(rows * channels) * sizeof(float));
+  norm_.layernorm_backward(stream_, buffers.grad_residual.get(), buffers.grad_residual_copy.get(),
+                           gradients() + ln_f_weight.offset, gradients() + ln_f_bias.offset,
+                           buffers.grad_normed.get(), buffers.residuals.back().get(),
+                           parameters() + ln_f_weight.offset, buffers.ln_f_mean.get(), buffers.ln_f_rstd.get(), rows,
+                           channels);
   report(ln_f_weight.offset, ln_f_weight.count + ln_f_bias.count);
 
   for (int64_t block = spec_.n_layer - 1; block >= 0; --block) {
@@ -297,28 +361,33 @@ BatchResult Gpt2::forward_backward(const Batch& batch, float grad_scale, const L
   }
 
   const ParameterSlice& wpe = layout[kWpe];
-  embedding_.embedding_backward(stream_, gradients() + wte.offset, gradients() + wpe.offset, grad_residual_.get(),
-                                tokens_.get(), shape.batch, shape.seq, channels);
+  embedding_.embedding_backward(stream_, gradients() + wte.offset, gradients() + wpe.offset,
+                                buffers.grad_residual.get(), buffers.tokens.get(), shape.batch, shape.seq, channels);
   report(wte.offset, wpe.offset + wpe.count - wte.offset);
-  return result;
 }
 
-BatchResult Gpt2::evaluate(const Batch& batch) {
+void Gpt2::evaluate_into(const Batch& batch, BatchResult* totals) {
   const Shape shape = load_batch(batch);
   forward(shape);
-  return lm_head_and_loss(shape, nullptr, 0.0f);
+  lm_head_and_loss(shape, std::nullopt, totals);
 }
 
 void Gpt2::next_token_logits(const int32_t* tokens, int64_t length, float* logits) {
   if (length < 1 || length > spec_.block_size)
     throw std::logic_error(fmt::format("{} tokens of context, outside [1, {}]", length, spec_.block_size));
-  device_.memory.upload(stream_, tokens_.get(), tokens, static_cast<size_t>(length) * sizeof(int32_t));
+  Buffers& buffers = *buffers_;
+  device_.memory.upload(stream_, buffers.tokens.get(), tokens, static_cast<size_t>(length) * sizeof(int32_t));
   forward({1, length});
   // Only the last position's logits are wanted: a [1, C] x [C, V] product.
-  const float* wte = parameters() + parameter_layout()[kWte].offset;
-  const float* last = ln_f_.get() + (length - 1) * spec_.n_embd;
-  matmul(false, true, 1, gpt2_padded_vocab(spec_), spec_.n_embd, last, wte, false, logits_.get());
-  device_.memory.download(stream_, logits, logits_.get(), static_cast<size_t>(spec_.vocab_size) * sizeof(float));
+  const TypedPtr last = buffers.ln_f.get() + (length - 1) * spec_.n_embd;
+  run(matmul(false, true, 1, gpt2_padded_vocab(spec_), spec_.n_embd, last, compute_ + parameter_layout()[kWte].offset,
+             false, buffers.logits.get()));
+  const ElementType type = activation_type();
+  std::vector<std::byte> host(static_cast<size_t>(spec_.vocab_size) * element_bytes(type));
+  device_.memory.download(stream_, host.data(), buffers.logits.get().data, host.size());
+  for (int64_t i = 0; i < spec_.vocab_size; ++i)
+    logits[i] = type == ElementType::kBf16 ? to_float(reinterpret_cast<const Bf16*>(host.data())[i])
+                                           : reinterpret_cast<const float*>(host.data())[i];
 }
 
 std::unique_ptr<Model> make_gpt2(const ModelSpec& spec, const Device& device, const ModelOptions& options) {
@@ -327,26 +396,23 @@ std::unique_ptr<Model> make_gpt2(const ModelSpec& spec, const Device& device, co
 
 ModelFootprint gpt2_footprint(const ModelSpec& model, const ModelOptions& options) {
   const auto& spec = std::get<Gpt2Spec>(model.config);
-  const int64_t rows = options.max_examples * spec.block_size, channels = spec.n_embd, vocab = gpt2_padded_vocab(spec);
+  const int64_t rows = options.max_examples * spec.block_size;
   constexpr auto kFloat = static_cast<int64_t>(sizeof(float)), kInt = static_cast<int64_t>(sizeof(int32_t));
-  ModelFootprint footprint = parameter_footprint(gpt2_tensors(spec));
-  // The constructor's buffers: each block's input and ln_f's (residuals_); the blocks'
-  // activations, or one block's with recompute; ln_f's output, mean and rstd; the logits and
-  // their gradient; grad_residual_, grad_normed_ and grad_wide_ (4C).
-  const int64_t blocks = options.recompute ? 1 : spec.n_layer;
-  const int64_t activation_floats = (spec.n_layer + 1) * rows * channels +
-                                    blocks * block_activation_floats(spec, rows) + rows * (channels + 2) +
-                                    2 * rows * vocab + rows * (2 * channels + 4 * channels);
-  footprint.activation_bytes = activation_floats * kFloat + 2 * rows * kInt;  // + tokens_ and targets_
+  ModelFootprint footprint = parameter_footprint(gpt2_tensors(spec), options.precision);
+  BufferPlan plan(nullptr, footprint.activation_type);
+  Gpt2::plan_buffers(spec, options, plan);
+  footprint.activation_bytes += plan.bytes();
   // The attention keeps a seq x seq matrix of probabilities for forward, two for backward.
   footprint.cpu_scratch_bytes = 3 * spec.block_size * spec.block_size * kFloat;
   if (options.precision == Precision::kBf16) {
-    // gemm_bf16 rounds each operand into a buffer of its own. The widest A are the logits'
-    // gradient [rows, vocab] and the MLP's [rows, 4C]; the widest B are wte [vocab, C], c_fc's
-    // weights [C, 4C] and, for c_proj's weight gradient, the MLP's [rows, 4C].
+    // The bf16 ops widen their operands into float scratch of their own, and form a bf16 result
+    // in float first. The widest GEMM A are the logits' gradient [rows, vocab] and the MLP's
+    // [rows, 4C]; the widest B are wte [vocab, C], c_fc's weights [C, 4C] and, for c_proj's
+    // weight gradient, the MLP's [rows, 4C]; the widest C is the logits [rows, vocab].
+    const int64_t channels = spec.n_embd, vocab = gpt2_padded_vocab(spec);
     const int64_t widest_a = rows * std::max(vocab, 4 * channels);
     const int64_t widest_b = std::max({vocab * channels, 4 * channels * channels, rows * 4 * channels});
-    footprint.cpu_scratch_bytes += (widest_a + widest_b) * kFloat;
+    footprint.cpu_scratch_bytes += (widest_a + widest_b + rows * vocab) * kFloat;
   }
   footprint.host_batch_bytes = 2 * rows * kInt;
   footprint.terms_per_example = spec.block_size;

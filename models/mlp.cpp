@@ -41,10 +41,24 @@ double training_flops_per_sample(const std::vector<ParameterSlice>& tensors) {
 
 }  // namespace
 
+Mlp::Buffers Mlp::plan_buffers(const MlpSpec& spec, const ModelOptions& options, BufferPlan& plan) {
+  const std::vector<int64_t> widths = layer_widths(spec);
+  const int64_t rows = options.max_examples;
+  Buffers buffers;
+  buffers.input = plan.activations(rows * spec.inputs);
+  buffers.labels = plan.buffer<int32_t>(rows);
+  for (size_t i = 1; i < widths.size(); ++i) {
+    buffers.pre_activations.push_back(plan.activations(rows * widths[i]));
+    buffers.activations.push_back(i + 1 < widths.size() ? plan.activations(rows * widths[i]) : TypedBuffer());
+  }
+  const int64_t widest = *std::max_element(widths.begin(), widths.end());
+  buffers.grad_a = plan.activations(rows * widest);
+  buffers.grad_b = plan.activations(rows * widest);
+  return buffers;
+}
+
 Mlp::Mlp(const MlpSpec& spec, const Device& device, const ModelOptions& options)
-    : Model(device, options.stream),
-      matmul_(options.precision == Precision::kBf16 ? device.blas.gemm_bf16 : device.blas.gemm),
-      max_rows_(options.max_examples) {
+    : Model(device, options.stream, options.precision), max_rows_(options.max_examples) {
   const std::vector<int64_t> widths = layer_widths(spec);
   set_layout(linear_tensors(widths));
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
@@ -56,15 +70,8 @@ Mlp::Mlp(const MlpSpec& spec, const Device& device, const ModelOptions& options)
     layer.bias_offset = parameter_layout()[2 * i + 1].offset;
     layers_.push_back(layer);
   }
-  const int64_t widest = *std::max_element(widths.begin(), widths.end());
-  input_ = DeviceBuffer<float>(device, max_rows_ * spec.inputs);
-  labels_ = DeviceBuffer<int32_t>(device, max_rows_);
-  for (const Layer& layer : layers_) {
-    pre_activations_.emplace_back(device, max_rows_ * layer.out);
-    activations_.emplace_back(device, max_rows_ * layer.out);
-  }
-  grad_a_ = DeviceBuffer<float>(device, max_rows_ * widest);
-  grad_b_ = DeviceBuffer<float>(device, max_rows_ * widest);
+  BufferPlan plan(&device, activation_type());
+  buffers_ = plan_buffers(spec, options, plan);
 }
 
 void Mlp::init_parameters(uint64_t seed) {
@@ -80,65 +87,85 @@ void Mlp::init_parameters(uint64_t seed) {
 
 double Mlp::training_flops_per_term() const { return training_flops_per_sample(parameter_layout()); }
 
-void Mlp::forward(int64_t rows) {
-  const float* input = input_.get();
+TypedPtr Mlp::output_of(size_t layer) {
+  return layers_[layer].activation == Activation::kNone ? buffers_.pre_activations[layer].get()
+                                                        : buffers_.activations[layer].get();
+}
+
+TypedPtr Mlp::forward(int64_t rows) {
+  const ConstTypedPtr compute = compute_parameters();
+  ConstTypedPtr input = buffers_.input.get();
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
-    float* z = pre_activations_[i].get();
-    // z[rows, out] = input[rows, in] * W^T, W stored [out, in] as in PyTorch.
-    matmul_(stream_, dense_gemm(false, true, rows, layer.out, layer.in, 1.0f, input, parameters() + layer.weight_offset,
-                                0.0f, z));
-    device_.elementwise.bias_act_forward(stream_, z, parameters() + layer.bias_offset, activations_[i].get(), rows,
-                                         layer.out, layer.activation);
-    input = activations_[i].get();
+    const TypedPtr z = buffers_.pre_activations[i].get();
+    // z[rows, out] = input[rows, in] W^T + b, W stored [out, in] as in PyTorch.
+    Gemm gemm = dense_gemm(false, true, rows, layer.out, layer.in, 1.0f, input, compute + layer.weight_offset, 0.0f, z);
+    gemm.epilogue = Epilogue::kBias;
+    gemm.bias = compute + layer.bias_offset;
+    device_.blas.gemm(stream_, gemm);
+    if (layer.activation != Activation::kNone)
+      device_.elementwise.activation_forward(stream_, buffers_.activations[i].get(), z, rows * layer.out,
+                                             layer.activation);
+    input = output_of(i);
   }
+  return output_of(layers_.size() - 1);
 }
 
 int64_t Mlp::load_batch(const Batch& batch) {
   const int64_t rows = batch.examples;
   if (rows > max_rows_) throw std::logic_error(fmt::format("batch of {} rows exceeds {}", rows, max_rows_));
-  input_.upload(batch.floats("x"), rows * layers_.front().in);
-  labels_.upload(batch.ints("y"), rows);
+  const int64_t values = rows * layers_.front().in;
+  const TypedPtr input = buffers_.input.get();
+  if (input.type == ElementType::kBf16) {
+    // Rounded here, so that the device's copy is a bf16 one from the start.
+    input_bf16_.resize(static_cast<size_t>(values));
+    const float* x = batch.floats("x");
+    for (int64_t i = 0; i < values; ++i) input_bf16_[static_cast<size_t>(i)] = to_bf16(x[i]);
+    device_.memory.upload(stream_, input.data, input_bf16_.data(), static_cast<size_t>(values) * sizeof(Bf16));
+  } else {
+    device_.memory.upload(stream_, input.data, batch.floats("x"), static_cast<size_t>(values) * sizeof(float));
+  }
+  device_.memory.upload(stream_, buffers_.labels.get(), batch.ints("y"), static_cast<size_t>(rows) * sizeof(int32_t));
   return rows;
 }
 
-BatchResult Mlp::forward_backward(const Batch& batch, float grad_scale, const LayerDone& layer_done) {
+void Mlp::forward_backward_into(const Batch& batch, float grad_scale, BatchResult* totals,
+                                const LayerDone& layer_done) {
   const int64_t rows = load_batch(batch);
-  forward(rows);
-
-  BatchResult result;
-  float* grad_output = grad_a_.get();
-  float* grad_input = grad_b_.get();
-  device_.loss.softmax_cross_entropy(stream_, activations_.back().get(), labels_.get(), grad_output, rows,
-                                     layers_.back().out, layers_.back().out, grad_scale, &result.loss_sum, &result.correct);
+  // The loss writes the logits' gradient over them: that is where the backward pass starts.
+  TypedPtr grad_output = forward(rows);
+  device_.loss.softmax_cross_entropy(stream_, grad_output, buffers_.labels.get(), rows, layers_.back().out,
+                                     layers_.back().out, grad_scale, &totals->loss_sum, &totals->correct);
+  const ConstTypedPtr compute = compute_parameters();
+  TypedPtr grad_input = buffers_.grad_a.get(), spare = buffers_.grad_b.get();
   for (size_t i = layers_.size(); i-- > 0;) {
     const Layer& layer = layers_[i];
     // grad_output holds dL/d(activation); turn it into dL/dz in place (dL/dz = dL/da * act'(z)).
-    device_.elementwise.bias_act_backward(stream_, grad_output, pre_activations_[i].get(), activations_[i].get(),
-                                          grad_output, gradients() + layer.bias_offset, rows, layer.out,
-                                          layer.activation);
-    const float* layer_input = i == 0 ? input_.get() : activations_[i - 1].get();
-    // dW[out, in] += dz^T[out, rows] * input[rows, in]
-    matmul_(stream_, dense_gemm(true, false, layer.out, layer.in, rows, 1.0f, grad_output, layer_input, 1.0f,
-                                gradients() + layer.weight_offset));
+    if (layer.activation != Activation::kNone)
+      device_.elementwise.activation_backward(stream_, grad_output, grad_output, buffers_.pre_activations[i].get(),
+                                              buffers_.activations[i].get(), rows * layer.out, layer.activation);
+    const ConstTypedPtr layer_input = i == 0 ? ConstTypedPtr(buffers_.input.get()) : ConstTypedPtr(output_of(i - 1));
+    // dW[out, in] += dz^T[out, rows] input[rows, in], and db[out] += the column sums of dz.
+    Gemm weight_gradient = dense_gemm(true, false, layer.out, layer.in, rows, 1.0f, grad_output, layer_input, 1.0f,
+                                      gradients() + layer.weight_offset);
+    weight_gradient.epilogue = Epilogue::kBiasGradA;
+    weight_gradient.bias_grad = gradients() + layer.bias_offset;
+    device_.blas.gemm(stream_, weight_gradient);
     // The bias follows the weight in the buffer, so the layer is one slice.
     if (layer_done) layer_done(layer.weight_offset, layer.bias_offset + layer.out - layer.weight_offset);
     if (i == 0) break;
-    // d(input)[rows, in] = dz[rows, out] * W[out, in]
-    matmul_(stream_, dense_gemm(false, false, rows, layer.in, layer.out, 1.0f, grad_output,
-                                parameters() + layer.weight_offset, 0.0f, grad_input));
-    std::swap(grad_output, grad_input);
+    // d(input)[rows, in] = dz[rows, out] W[out, in]
+    device_.blas.gemm(stream_, dense_gemm(false, false, rows, layer.in, layer.out, 1.0f, grad_output,
+                                          compute + layer.weight_offset, 0.0f, grad_input));
+    grad_output = grad_input;
+    std::swap(grad_input, spare);
   }
-  return result;
 }
 
-BatchResult Mlp::evaluate(const Batch& batch) {
+void Mlp::evaluate_into(const Batch& batch, BatchResult* totals) {
   const int64_t rows = load_batch(batch);
-  forward(rows);
-  BatchResult result;
-  device_.loss.softmax_cross_entropy(stream_, activations_.back().get(), labels_.get(), nullptr, rows,
-                                     layers_.back().out, layers_.back().out, 0.0f, &result.loss_sum, &result.correct);
-  return result;
+  device_.loss.softmax_cross_entropy(stream_, forward(rows), buffers_.labels.get(), rows, layers_.back().out,
+                                     layers_.back().out, std::nullopt, &totals->loss_sum, &totals->correct);
 }
 
 std::unique_ptr<Model> make_mlp(const ModelSpec& spec, const Device& device, const ModelOptions& options) {
@@ -150,19 +177,19 @@ ModelFootprint mlp_footprint(const ModelSpec& model, const ModelOptions& options
   const std::vector<int64_t> widths = layer_widths(spec);
   const std::vector<ParameterSlice> tensors = linear_tensors(widths);
   const int64_t rows = options.max_examples;
-  const int64_t widest = *std::max_element(widths.begin(), widths.end());
   constexpr auto kFloat = static_cast<int64_t>(sizeof(float)), kInt = static_cast<int64_t>(sizeof(int32_t));
-  ModelFootprint footprint = parameter_footprint(tensors);
-  // The constructor's buffers: input_ and labels_; each layer's pre-activations and
-  // activations; grad_a_ and grad_b_.
-  int64_t activation_floats = rows * spec.inputs + 2 * rows * widest;
-  for (size_t i = 1; i < widths.size(); ++i) activation_floats += 2 * rows * widths[i];
-  footprint.activation_bytes = activation_floats * kFloat + rows * kInt;
+  ModelFootprint footprint = parameter_footprint(tensors, options.precision);
+  BufferPlan plan(nullptr, footprint.activation_type);
+  Mlp::plan_buffers(spec, options, plan);
+  footprint.activation_bytes += plan.bytes();
   if (options.precision == Precision::kBf16) {
-    // gemm_bf16 rounds each operand into a buffer of its own. A is an activation or its
-    // gradient, [rows, width]; B is a weight or, for a weight's gradient, a layer's input.
+    // The bf16 GEMMs widen A and B into float scratch of their own and form a bf16 C in float. A
+    // is an activation or its gradient, [rows, width]; B is a weight or, for a weight's gradient,
+    // a layer's input; C an activation, or a weight's gradient in place.
+    const int64_t widest = *std::max_element(widths.begin(), widths.end());
     const int64_t widest_input = *std::max_element(widths.begin(), widths.end() - 1);
-    footprint.cpu_scratch_bytes = (rows * widest + std::max(footprint.largest_tensor, rows * widest_input)) * kFloat;
+    footprint.cpu_scratch_bytes =
+        (2 * rows * widest + std::max(footprint.largest_tensor, rows * widest_input)) * kFloat;
   }
   footprint.host_batch_bytes = rows * (spec.inputs * kFloat + kInt);
   footprint.training_flops_per_term = training_flops_per_sample(tensors);

@@ -19,11 +19,23 @@ class Mlp : public Model {
 
   // PyTorch's default nn.Linear init: weight and bias uniform in +-1/sqrt(in_features).
   void init_parameters(uint64_t seed) override;
-  BatchResult forward_backward(const Batch& batch, float grad_scale, const LayerDone& layer_done = {}) override;
-  BatchResult evaluate(const Batch& batch) override;
+  void forward_backward_into(const Batch& batch, float grad_scale, BatchResult* totals,
+                             const LayerDone& layer_done = {}) override;
+  void evaluate_into(const Batch& batch, BatchResult* totals) override;
   int64_t loss_terms_per_example() const override { return 1; }
   const char* term_unit() const override { return "samples"; }
   double training_flops_per_term() const override;
+
+  // The device buffers for `options`, allocated (device given) or only counted (null).
+  struct Buffers {
+    TypedBuffer input;
+    DeviceBuffer<int32_t> labels;
+    // Per layer, [max_rows, out]: the pre-activations, and the activations where the layer has
+    // one (the last layer's pre-activations are the logits, then their gradient).
+    std::vector<TypedBuffer> pre_activations, activations;
+    TypedBuffer grad_a, grad_b;  // ping-pong, [max_rows, widest]
+  };
+  static Buffers plan_buffers(const MlpSpec& spec, const ModelOptions& options, BufferPlan& plan);
 
  private:
   struct Layer {
@@ -33,17 +45,16 @@ class Mlp : public Model {
   };
   // Copies the batch to the device; throws std::logic_error beyond max_rows.
   int64_t load_batch(const Batch& batch);
-  void forward(int64_t rows);
+  // The logits of each row.
+  TypedPtr forward(int64_t rows);
+  // The layer's activations, or its pre-activations where it has none.
+  TypedPtr output_of(size_t layer);
 
-  decltype(BlasOps::gemm) matmul_;  // blas.gemm or blas.gemm_bf16
   int64_t max_rows_;
   std::vector<Layer> layers_;
-  DeviceBuffer<float> input_;
-  DeviceBuffer<int32_t> labels_;
-  std::vector<DeviceBuffer<float>> pre_activations_, activations_;  // per layer, [max_rows, out]
-  DeviceBuffer<float> grad_a_, grad_b_;                             // ping-pong, [max_rows, widest]
+  Buffers buffers_;
+  std::vector<Bf16> input_bf16_;  // a bf16 batch's host copy, reused
 };
-
 std::unique_ptr<Model> make_mlp(const ModelSpec& spec, const Device& device, const ModelOptions& options);
 ModelFootprint mlp_footprint(const ModelSpec& spec, const ModelOptions& options);
 

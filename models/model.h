@@ -2,6 +2,12 @@
 // layout, so that one all-reduce and one optimizer pass cover it; parameter_layout() names the
 // slices as PyTorch's state_dict does (names, shapes, and which take weight decay). The trainer
 // drives any model through this interface and never names one (models/registry.h builds them).
+//
+// The parameters and their gradients are fp32. With train.precision = "bf16" a model also keeps a
+// bf16 copy of the parameters, which its GEMMs read (the compute copy): the optimizer writes it in
+// the pass that steps the parameters, and whoever else writes the parameters says so
+// (parameters_changed), so that the copy is made again before the next forward pass. Its
+// activations and their gradients are then bf16 too (activation_type).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +17,7 @@
 #include <vector>
 
 #include "batch.h"
+#include "train_spec.h"
 #include "device.h"
 #include "device_buffer.h"
 
@@ -33,6 +40,33 @@ inline int64_t element_count(const std::vector<int64_t>& shape) {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
 }
 
+// Allocates a model's device buffers, or only counts their bytes (device null): one plan, which
+// the model's constructor allocates with and its footprint (`trainctl estimate`) counts with, so
+// the two cannot disagree.
+class BufferPlan {
+ public:
+  BufferPlan(const Device* device, ElementType activation_type) : device_(device), activation_type_(activation_type) {}
+
+  template <typename T>
+  DeviceBuffer<T> buffer(int64_t count) {
+    bytes_ += count * static_cast<int64_t>(sizeof(T));
+    return device_ != nullptr ? DeviceBuffer<T>(*device_, count) : DeviceBuffer<T>();
+  }
+  // Of the activations' element type.
+  TypedBuffer activations(int64_t count) {
+    bytes_ += count * static_cast<int64_t>(element_bytes(activation_type_));
+    return device_ != nullptr ? TypedBuffer(*device_, activation_type_, count) : TypedBuffer();
+  }
+  ElementType activation_type() const { return activation_type_; }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  const Device* device_;
+  ElementType activation_type_;
+  int64_t bytes_ = 0;
+};
+
+// A batch's loss, as the loss op accumulates it on the device and the host reads it.
 struct BatchResult {
   double loss_sum = 0.0;  // summed over loss terms (rows, or tokens), not averaged
   int64_t correct = 0;    // terms whose argmax is the target
@@ -46,10 +80,19 @@ class Model {
 
   const std::vector<ParameterSlice>& parameter_layout() const { return layout_; }
   int64_t parameter_count() const { return parameters_.size(); }
+  // The fp32 master parameters. Who writes them other than the optimizer calls
+  // parameters_changed() afterwards.
   float* parameters() { return parameters_.get(); }
+  const float* parameters() const { return parameters_.get(); }
+  void parameters_changed() { compute_copy_stale_ = compute_copy_.size() > 0; }
+  // The bf16 compute copy of the parameters, which the optimizer writes as it steps them; none
+  // (null data) in fp32.
+  TypedPtr compute_copy() { return compute_copy_.get(); }
   float* gradients() { return gradients_.get(); }
-  void zero_gradients() { device_.memory.fill_zero(stream_, gradients_.get(), gradients_.size()); }
+  void zero_gradients() { device_.memory.fill_zero(stream_, gradients_.get(), gradients_.size() * sizeof(float)); }
   const Device& device() const { return device_; }
+  // What the model stores its activations and their gradients in: f32, or bf16 for precision bf16.
+  ElementType activation_type() const { return activation_type_; }
 
   // Deterministic initialisation from `seed` (the same weights on every rank and device).
   virtual void init_parameters(uint64_t seed) = 0;
@@ -60,9 +103,15 @@ class Model {
   using LayerDone = std::function<void(int64_t offset, int64_t count)>;
 
   // Adds d(loss_sum * grad_scale)/dparams into gradients(), telling `layer_done` (when set)
-  // about each slice as it finishes.
-  virtual BatchResult forward_backward(const Batch& batch, float grad_scale, const LayerDone& layer_done = {}) = 0;
-  virtual BatchResult evaluate(const Batch& batch) = 0;
+  // about each slice as it finishes, and the batch's loss and correct terms into *totals (device
+  // memory); the host does not wait for the device.
+  virtual void forward_backward_into(const Batch& batch, float grad_scale, BatchResult* totals,
+                                     const LayerDone& layer_done = {}) = 0;
+  // The batch's loss and correct terms into *totals (device memory), without gradients.
+  virtual void evaluate_into(const Batch& batch, BatchResult* totals) = 0;
+  // The same for one batch, waiting for its result (a host synchronisation).
+  BatchResult forward_backward(const Batch& batch, float grad_scale, const LayerDone& layer_done = {});
+  BatchResult evaluate(const Batch& batch);
 
   // Loss terms per example: the mean loss is loss_sum / (examples * this) (1 for a classifier,
   // block_size tokens for a language model).
@@ -73,18 +122,32 @@ class Model {
   virtual double training_flops_per_term() const = 0;
 
  protected:
-  Model(const Device& device, Stream stream) : device_(device), stream_(stream) {}
-  // Sets the layout (offsets assigned in order) and allocates parameters and gradients for it.
+  Model(const Device& device, Stream stream, Precision precision)
+      : device_(device),
+        stream_(stream),
+        activation_type_(precision == Precision::kBf16 ? ElementType::kBf16 : ElementType::kF32) {}
+  // Sets the layout (offsets assigned in order) and allocates parameters and gradients for it, and
+  // the compute copy for bf16.
   void set_layout(std::vector<ParameterSlice> slices);
   // The host values of the parameters, uploaded by init_parameters.
   void upload_parameters(const std::vector<float>& host);
+  // What the GEMMs read: the compute copy, made again first if the parameters changed since; the
+  // master parameters in fp32.
+  ConstTypedPtr compute_parameters();
+  // Zeroed device totals for forward_backward and evaluate.
+  BatchResult* zeroed_totals();
+  BatchResult read_totals(const BatchResult* totals);
 
   const Device& device_;
   Stream stream_;
 
  private:
+  ElementType activation_type_;
   std::vector<ParameterSlice> layout_;
   DeviceBuffer<float> parameters_, gradients_;
+  TypedBuffer compute_copy_;
+  bool compute_copy_stale_ = false;
+  DeviceBuffer<BatchResult> totals_;
 };
 
 // A model that predicts the next token, which `trainctl sample` can decode from.

@@ -98,7 +98,7 @@ DataFootprint token_footprint(const std::string& pattern, const ModelSpec& spec)
 
 const ModelKind kModelKinds[] = {
     {"mlp", {}, make_mlp, mlp_footprint, open_classification, check_classification, classification_footprint},
-    {"gpt2", {OpFamily::kNorm, OpFamily::kEmbedding, OpFamily::kAttention}, make_gpt2, gpt2_footprint, open_tokens,
+    {"gpt2", {OptionalFamily::norm, OptionalFamily::embedding, OptionalFamily::attention}, make_gpt2, gpt2_footprint, open_tokens,
      check_tokens, token_footprint},
 };
 
@@ -113,18 +113,24 @@ const ModelKind& model_kind(const ModelSpec& spec) {
 void require_op_families(const ModelSpec& spec, const Device& device) {
   const ModelKind& kind = model_kind(spec);
   std::vector<std::string> missing;
-  for (OpFamily family : missing_families(device, kind.needs)) missing.emplace_back(op_family_name(family));
+  for (OptionalFamily family : missing_families(device, kind.needs)) missing.emplace_back(optional_family_name(family));
   if (!missing.empty())
     throw ModelInputError(fmt::format("model.kind = \"{}\" needs the {} ops, which device \"{}\" does not have yet",
                                       kind.name, fmt::join(missing, ", "), device.name));
 }
 
-ModelFootprint parameter_footprint(const std::vector<ParameterSlice>& tensors) {
+ModelFootprint parameter_footprint(const std::vector<ParameterSlice>& tensors, Precision precision) {
   ModelFootprint footprint;
   for (const ParameterSlice& tensor : tensors) {
     footprint.parameters += element_count(tensor.shape) + tensor.padding;
     footprint.largest_tensor = std::max(footprint.largest_tensor, element_count(tensor.shape));
   }
+  // As Model::set_layout allocates.
+  if (precision == Precision::kBf16) {
+    footprint.activation_type = ElementType::kBf16;
+    footprint.compute_copy_bytes = footprint.parameters * static_cast<int64_t>(element_bytes(ElementType::kBf16));
+  }
+  footprint.activation_bytes = sizeof(BatchResult);
   return footprint;
 }
 

@@ -34,11 +34,15 @@ struct ModelOptions {
 struct ModelFootprint {
   int64_t parameters = 0;      // floats of the parameter buffer; the gradient buffer has as many
   int64_t largest_tensor = 0;  // floats of the largest parameter tensor
+  // What the activations and their gradients are stored in (bf16 for precision bf16).
+  ElementType activation_type = ElementType::kF32;
+  // The parameters' bf16 compute copy, for precision bf16.
+  int64_t compute_copy_bytes = 0;
   // Every other device buffer the model allocates for options.max_examples examples: the
-  // batch's device copy, activations and their gradients.
+  // batch's device copy, activations and their gradients, the loss totals.
   int64_t activation_bytes = 0;
   // What the CPU ops keep for themselves beside those buffers (thread_local, grown to the
-  // largest call and kept): bf16 copies of GEMM operands, attention score matrices.
+  // largest call and kept): operands widened from bf16, attention score matrices.
   int64_t cpu_scratch_bytes = 0;
   int64_t host_batch_bytes = 0;  // one micro-batch as the data seam hands it to the model
   int64_t terms_per_example = 1;          // Model::loss_terms_per_example()
@@ -57,7 +61,7 @@ struct DataFootprint {
 
 struct ModelKind {
   const char* name;  // model.kind
-  std::vector<OpFamily> needs;
+  std::vector<OptionalFamily> needs;
   std::unique_ptr<Model> (*build)(const ModelSpec& spec, const Device& device, const ModelOptions& options);
   // What build would allocate for `options`, worked out without building.
   ModelFootprint (*footprint)(const ModelSpec& spec, const ModelOptions& options);
@@ -73,9 +77,10 @@ struct ModelKind {
 
 const ModelKind& model_kind(const ModelSpec& spec);
 
-// A footprint with the parameters and largest_tensor of a model of `tensors` (their shapes), the
-// rest for the model kind to fill in.
-ModelFootprint parameter_footprint(const std::vector<ParameterSlice>& tensors);
+// A footprint with what Model itself allocates for a model of `tensors` (their shapes) in
+// `precision`: the parameters, largest_tensor, the compute copy and the loss totals; the rest for
+// the model kind to fill in.
+ModelFootprint parameter_footprint(const std::vector<ParameterSlice>& tensors, Precision precision);
 
 // Throws ModelInputError when `device` lacks an op family the model of `spec` needs: checked
 // before a device is bound, so that the message does not depend on one being present.

@@ -362,6 +362,7 @@ std::optional<ResumedCheckpoint> CheckpointManager::resume() {
     model_.device().memory.upload(Stream{}, to.device, flat_state[i].data() + to.begin,
                                   static_cast<size_t>(to.end - to.begin) * sizeof(float));
   }
+  model_.parameters_changed();
   optimizer_.set_step_count(position[1]);
   resumed.step = position[0];
   resumed.loss = loss;
@@ -401,6 +402,7 @@ void CheckpointManager::initialize_from(const std::string& path) {
   }
   comm_.broadcast(flat.data(), flat.size() * sizeof(float));
   model_.device().memory.upload(Stream{}, model_.parameters(), flat.data(), flat.size() * sizeof(float));
+  model_.parameters_changed();
 }
 
 }  // namespace trainctl

@@ -1,6 +1,9 @@
 // Gradient averaging across ranks: see grad_sync.h.
 #include "grad_sync.h"
 
+#include <algorithm>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "bad_input.h"
@@ -16,6 +19,7 @@ class NoSync : public GradientSync {
   void layer_ready(float*, int64_t, int64_t) override {}
   void finish(float*, int64_t) override {}
   void gather_parameters(float*) override {}
+  void gather_shard_values(double*) override {}
 };
 
 // Host memory: the whole buffer at once, whose result does not depend on how backward was split
@@ -30,6 +34,11 @@ class MpiSync : public GradientSync {
   }
   void gather_parameters(float* parameters) override {
     if (zero_) comm_.all_gather(parameters, shards_.bounds);
+  }
+  // Host memory: the values are the host's to read and write.
+  void gather_shard_values(double* values) override {
+    const std::vector<double> gathered = comm_.all_gather(values[comm_.rank()]);
+    std::copy(gathered.begin(), gathered.end(), values);
   }
 
  private:
@@ -47,11 +56,13 @@ class DeviceCollectiveSync : public GradientSync {
       : collectives_(collectives), shards_(shards), zero_(zero) {
     // NCCL starts proxy threads; they must not be the ones a stop signal is delivered to.
     with_stop_signals_blocked([&] {
-      group_ = collectives.open(comm.rank(), comm.world_size(),
-                                [&comm](void* bytes, size_t size) { comm.broadcast(bytes, size); });
+      group_ = collectives.open_group(comm.rank(), comm.world_size(),
+                                      [&comm](void* bytes, size_t size) { comm.broadcast(bytes, size); });
     });
+    // A double per rank is two floats per rank to all_gather, which copies bits.
+    for (int r = 0; r <= comm.world_size(); ++r) value_bounds_.push_back(2 * int64_t{r});
   }
-  ~DeviceCollectiveSync() override { collectives_.close(group_); }
+  ~DeviceCollectiveSync() override { collectives_.close_group(group_); }
   DeviceCollectiveSync(const DeviceCollectiveSync&) = delete;
   DeviceCollectiveSync& operator=(const DeviceCollectiveSync&) = delete;
 
@@ -67,12 +78,17 @@ class DeviceCollectiveSync : public GradientSync {
     collectives_.all_gather(group_, Stream{}, parameters, shards_.bounds.data());
     collectives_.wait_reductions(group_, Stream{});
   }
+  void gather_shard_values(double* values) override {
+    collectives_.all_gather(group_, Stream{}, reinterpret_cast<float*>(values), value_bounds_.data());
+    collectives_.wait_reductions(group_, Stream{});
+  }
 
  private:
   const CollectiveOps& collectives_;
   const ShardLayout& shards_;
   const bool zero_;
   DeviceGroup* group_ = nullptr;
+  std::vector<int64_t> value_bounds_;
 };
 
 }  // namespace

@@ -33,6 +33,9 @@ class GradientSync {
   virtual void finish(float* gradients, int64_t count) = 0;
   // ZeRO-1: every rank's shard of `parameters` becomes the one its owner stepped.
   virtual void gather_parameters(float* parameters) = 0;
+  // values[r] (device memory, a double per rank) becomes rank r's, bit for bit, on every rank: the
+  // gradient norm's squares of each ZeRO-1 shard. The host does not wait.
+  virtual void gather_shard_values(double* values) = 0;
 };
 
 // Throws BadInput for a device other than the CPU without collectives on several ranks. Makes no

@@ -9,21 +9,31 @@ namespace trainctl {
 Optimizer::Optimizer(const TrainSpec& spec, const Device& device, Stream stream,
                      const std::vector<ParameterSlice>& layout, int64_t begin, int64_t end)
     : spec_(spec), device_(device), stream_(stream), begin_(begin), end_(end) {
+  std::vector<int64_t> ends;
+  std::vector<uint8_t> decays;
   for (const ParameterSlice& slice : layout) {
     const int64_t first = std::max(slice.offset, begin), last = std::min(slice.offset + slice.count, end);
     if (first >= last) continue;
-    const double weight_decay = slice.decay ? spec.weight_decay : 0.0;
-    if (!spans_.empty() && spans_.back().weight_decay == weight_decay && spans_.back().offset + spans_.back().count == first)
-      spans_.back().count += last - first;
-    else
-      spans_.push_back({first, last - first, weight_decay});
+    const uint8_t decay = slice.decay && spec.weight_decay != 0.0 ? 1 : 0;
+    // A group runs on over tensors of the same decay, and over the padding between them.
+    if (!decays.empty() && decays.back() == decay)
+      ends.back() = last - begin;
+    else {
+      if (!ends.empty()) ends.back() = first - begin;
+      ends.push_back(last - begin);
+      decays.push_back(decay);
+    }
   }
+  group_ends_ = DeviceBuffer<int64_t>(device, static_cast<int64_t>(ends.size()));
+  group_ends_.upload(ends.data(), static_cast<int64_t>(ends.size()));
+  group_decays_ = DeviceBuffer<uint8_t>(device, static_cast<int64_t>(decays.size()));
+  group_decays_.upload(decays.data(), static_cast<int64_t>(decays.size()));
   const int64_t count = end - begin;
   first_moment_ = DeviceBuffer<float>(device, count);
-  device_.memory.fill_zero(stream_, first_moment_.get(), count);
+  device_.memory.fill_zero(stream_, first_moment_.get(), static_cast<size_t>(count) * sizeof(float));
   if (spec_.optimizer == OptimizerKind::kAdamW) {
     second_moment_ = DeviceBuffer<float>(device, count);
-    device_.memory.fill_zero(stream_, second_moment_.get(), count);
+    device_.memory.fill_zero(stream_, second_moment_.get(), static_cast<size_t>(count) * sizeof(float));
   }
 }
 
@@ -34,19 +44,27 @@ std::vector<std::pair<std::string, DeviceBuffer<float>*>> Optimizer::state() {
   return {{"exp_avg", &first_moment_}, {"exp_avg_sq", &second_moment_}};
 }
 
-void Optimizer::step(float* parameters, const float* gradients, double lr) {
+void Optimizer::step(float* parameters, const float* gradients, TypedPtr compute_copy, const double* shard_squares,
+                     int64_t shards, double lr) {
   ++step_count_;
-  for (const Span& span : spans_) {
-    float* first_moment = first_moment_.get() + (span.offset - begin_);
-    if (spec_.optimizer == OptimizerKind::kSgd) {
-      device_.optimizer.sgd_step(stream_, parameters + span.offset, gradients + span.offset, first_moment, span.count,
-                                 lr, spec_.momentum, span.weight_decay);
-    } else {
-      device_.optimizer.adamw_step(stream_, parameters + span.offset, gradients + span.offset, first_moment,
-                                   second_moment_.get() + (span.offset - begin_), span.count, lr, spec_.beta1,
-                                   spec_.beta2, spec_.eps, span.weight_decay, step_count_);
-    }
-  }
+  const ParameterUpdate update{
+      .parameters = parameters + begin_,
+      .gradients = gradients + begin_,
+      .compute_copy = compute_copy ? compute_copy + begin_ : TypedPtr{},
+      .n = end_ - begin_,
+      .group_ends = group_ends_.get(),
+      .group_decays = group_decays_.get(),
+      .groups = group_ends_.size(),
+      .weight_decay = spec_.weight_decay,
+      .shard_squares = shard_squares,
+      .shards = shards,
+      .max_norm = spec_.grad_clip,
+  };
+  if (spec_.optimizer == OptimizerKind::kSgd)
+    device_.optimizer.sgd_step(stream_, update, first_moment_.get(), lr, spec_.momentum);
+  else
+    device_.optimizer.adamw_step(stream_, update, first_moment_.get(), second_moment_.get(), lr, spec_.beta1,
+                                 spec_.beta2, spec_.eps, step_count_);
 }
 
 double learning_rate(const TrainSpec& spec, int64_t step) {

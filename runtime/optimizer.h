@@ -4,7 +4,9 @@
 // groups, as GPT-2 practice has them: the tensors the model marks for decay take
 // train.weight_decay, the others none.
 // An optimizer covers a range of the flat buffer: all of it, or with ZeRO-1 this rank's shard,
-// whose state alone it holds.
+// whose state alone it holds. One device op steps the whole range (its groups are device arrays),
+// clipping the gradient on the way from the gradient norm's squares, which stay on the device, and
+// writing the bf16 compute copy of the parameters where the model has one.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +25,11 @@ class Optimizer {
   Optimizer(const TrainSpec& spec, const Device& device, Stream stream, const std::vector<ParameterSlice>& layout,
             int64_t begin, int64_t end);
 
-  void step(float* parameters, const float* gradients, double lr);
+  // Steps [begin, end) of `parameters` (and of compute_copy, where given) with `gradients`, after
+  // clipping them to train.grad_clip by the norm whose squares are shard_squares[0, shards)
+  // (device doubles).
+  void step(float* parameters, const float* gradients, TypedPtr compute_copy, const double* shard_squares,
+            int64_t shards, double lr);
 
   const char* name() const;
   int64_t step_count() const { return step_count_; }
@@ -35,17 +41,14 @@ class Optimizer {
   int64_t end() const { return end_; }
 
  private:
-  // A run of adjacent tensors in one parameter group: one optimizer call covers it.
-  struct Span {
-    int64_t offset = 0, count = 0;
-    double weight_decay = 0.0;
-  };
-
   TrainSpec spec_;
   const Device& device_;
   Stream stream_;
   int64_t begin_, end_;
-  std::vector<Span> spans_;
+  // The range's parameter groups: runs of adjacent tensors that take weight decay or do not, as
+  // ParameterUpdate has them.
+  DeviceBuffer<int64_t> group_ends_;
+  DeviceBuffer<uint8_t> group_decays_;
   int64_t step_count_ = 0;
   DeviceBuffer<float> first_moment_;   // momentum_buffer (sgd) or exp_avg (adamw)
   DeviceBuffer<float> second_moment_;  // exp_avg_sq (adamw only)

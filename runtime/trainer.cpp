@@ -6,6 +6,9 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <memory>
 
 #include <fmt/format.h>
@@ -31,6 +34,19 @@ namespace trainctl {
 
 namespace {
 
+// TRAINCTL_DEVICE_ACTIVITY: where rank 0 writes what the device did in each step, where it counts
+// (docs/runtime.md); empty when unset.
+std::string device_activity_file() {
+  const char* file = std::getenv("TRAINCTL_DEVICE_ACTIVITY");
+  return file != nullptr ? file : "";
+}
+
+void append_line(const std::string& file, const std::string& line) {
+  std::ofstream out(file, std::ios::app);
+  out << line << '\n';
+  if (!out) throw std::runtime_error(fmt::format("{}: cannot append to it", file));
+}
+
 // step(), where the device cannot be used here (its backend library, its GPUs) is bad input
 // (exit code 2).
 template <typename Step>
@@ -53,7 +69,7 @@ class DeviceBinding {
     // The CUDA runtime starts threads of its own at its first call.
     const std::string bound = usable(spec, [&] {
       std::string described;
-      with_stop_signals_blocked([&] { described = device_.memory.bind_local(comm.local_rank(), comm.local_size()); });
+      with_stop_signals_blocked([&] { described = device_.info.bind_local(comm.local_rank(), comm.local_size()); });
       return described;
     });
     if (&device_ != &cpu_device()) {
@@ -65,7 +81,7 @@ class DeviceBinding {
   // after that only fails again.
   ~DeviceBinding() {
     try {
-      device_.memory.unbind();
+      device_.info.unbind();
     } catch (const std::exception&) {
     }
   }
@@ -108,7 +124,10 @@ class Run {
                    spec.train.zero > 0 ? shards_.end(comm.rank()) : model_->parameter_count()),
         checkpoints_(layout, spec, config_text, tokenizer_hash(), global_batch_, shards_, comm, *model_, optimizer_),
         metrics_(layout.metrics(), metrics_setup(), comm.rank() == 0),
-        heartbeat_(layout.heartbeat(), comm.rank() == 0) {
+        heartbeat_(layout.heartbeat(), comm.rank() == 0),
+        step_scalars_(device_, step_scalar_bytes(comm.world_size())),
+        eval_totals_(device_, 1),
+        activity_file_(device_activity_file()) {
     require_gradient_sync(device_, comm);
   }
 
@@ -122,32 +141,30 @@ class Run {
     // A run that stopped early and is started again has nothing left to do.
     while (step < spec_.train.steps && !patience_exhausted(best_, spec_.train.early_stop)) {
       if (comm_.rank() == 0) test_pause_point(layout_.path(), "step", step);
+      const std::optional<DeviceActivity> activity_before = device_activity();
       const double lr = learning_rate(spec_.train, step);
-      const double loss_sum = accumulate_gradients(step);
-      const double grad_norm = average_and_clip_gradients();
-      optimizer_.step(model_->parameters(), model_->gradients(), lr);
+      device_.memory.fill_zero(Stream{}, step_scalars_.get(), static_cast<size_t>(step_scalars_.size()));
+      accumulate_gradients(step);
+      gradient_sync_->finish(model_->gradients(), model_->parameter_count());
+      gradient_squares();
+      optimizer_.step(model_->parameters(), model_->gradients(), model_->compute_copy(), shard_squares(),
+                      comm_.world_size(), lr);
       gradient_sync_->gather_parameters(model_->parameters());
+      if (spec_.train.zero > 0 && comm_.world_size() > 1) model_->parameters_changed();
       ++step;
       ++window_steps;
       // Test hook: rank 0 signals itself before this step's agreement, so the stop is agreed here.
       if (comm_.rank() == 0 && step == test_signal_step_) std::raise(SIGTERM);
 
-      // One agreement per step: [loss summed over ranks, ranks that got a stop signal, save due,
-      // ranks whose asynchronous checkpoint write has finished].
-      std::array<double, 4> agreed{loss_sum, received_stop_signal() != 0 ? 1.0 : 0.0, time_to_save() ? 1.0 : 0.0,
+      // One agreement per step: [ranks that got a stop signal, save due, ranks whose asynchronous
+      // checkpoint write has finished].
+      std::array<double, 3> agreed{received_stop_signal() != 0 ? 1.0 : 0.0, time_to_save() ? 1.0 : 0.0,
                                    checkpoints_.write_finished() ? 1.0 : 0.0};
       comm_.allreduce_sum(agreed.data(), agreed.size());
-      if (agreed[3] == comm_.world_size()) log_saves({checkpoints_.finish_writes().value()});
-      last_loss_ = agreed[0] / static_cast<double>(global_terms_);
+      if (agreed[2] == comm_.world_size()) log_saves({checkpoints_.finish_writes().value()});
       heartbeat_.beat(step);
-      if (!std::isfinite(last_loss_)) {
-        comm_.note_failure_on_every_rank();
-        throw std::runtime_error(fmt::format("the training loss is {} at step {}; stopping without saving (the last "
-                                             "checkpoint stays as it was)",
-                                             last_loss_, step));
-      }
       // A signal on the last step needs no requeue: the run is done.
-      const bool stop = agreed[1] > 0.0 && step < spec_.train.steps;
+      const bool stop = agreed[0] > 0.0 && step < spec_.train.steps;
 
       const auto step_end = std::chrono::steady_clock::now();
       const bool last_step = step == spec_.train.steps;
@@ -155,23 +172,39 @@ class Run {
       // The last step is always evaluated, before its checkpoint, which then records the result.
       const bool new_best = val_data_ && (due_eval || last_step) && evaluate(step);
       const bool stop_early = !last_step && patience_exhausted(best_, spec_.train.early_stop);
-
-      if (step % spec_.train.log_every == 0 || last_step || stop || stop_early) {
-        const double seconds = std::chrono::duration<double>(step_end - window_start).count();
-        const double terms_per_second = static_cast<double>(window_steps * global_terms_) / seconds;
-        StepRecord record{step, last_loss_, lr, grad_norm, terms_per_second, model_flops_utilization(terms_per_second)};
-        record.step_seconds = seconds / static_cast<double>(window_steps);
-        record.peak_rss_bytes = peak_resident_bytes();
-        record.peak_device_bytes = device_.memory.peak_allocated_bytes();
-        metrics_.log_step(record);
-        window_start = std::chrono::steady_clock::now();
-        window_steps = 0;
-      }
+      const bool logged = step % spec_.train.log_every == 0 || last_step || stop || stop_early;
       const bool scheduled = spec_.checkpoint.every_steps > 0 && step % spec_.checkpoint.every_steps == 0;
       const bool keep_best = new_best && spec_.checkpoint.keep_best;
       // The saves that end a run (or this job) are durable before it exits.
       const bool ending = stop || last_step || stop_early;
-      if (scheduled || agreed[2] > 0.0 || ending || keep_best) save(step, new_best, ending);
+      const bool saved = scheduled || agreed[1] > 0.0 || ending || keep_best;
+
+      // The loss and the gradient norm stay on the device until a step logs or saves: reading them
+      // is the step's one wait for the device. A loss that is not finite shows there, before
+      // anything is saved.
+      if (logged || saved) {
+        const double grad_norm = read_step_scalars();
+        if (!std::isfinite(last_loss_)) {
+          comm_.note_failure_on_every_rank();
+          throw std::runtime_error(fmt::format("the training loss is {} at step {}; stopping without saving (the "
+                                               "last checkpoint stays as it was)",
+                                               last_loss_, step));
+        }
+        if (logged) {
+          const double seconds = std::chrono::duration<double>(step_end - window_start).count();
+          const double terms_per_second = static_cast<double>(window_steps * global_terms_) / seconds;
+          StepRecord record{step, last_loss_, lr, grad_norm, terms_per_second,
+                            model_flops_utilization(terms_per_second)};
+          record.step_seconds = seconds / static_cast<double>(window_steps);
+          record.peak_rss_bytes = peak_resident_bytes();
+          record.peak_device_bytes = device_.info.peak_allocated_bytes();
+          metrics_.log_step(record);
+          window_start = std::chrono::steady_clock::now();
+          window_steps = 0;
+        }
+      }
+      if (saved) save(step, new_best, ending);
+      if (activity_before) log_device_activity(step, *activity_before);
       // Stopping early ends the run, so a stop signal at the same step needs no requeue.
       if (stop_early) break;
       if (stop) {
@@ -259,53 +292,88 @@ class Run {
     return 0;
   }
 
-  double accumulate_gradients(int64_t step) {
+  void accumulate_gradients(int64_t step) {
     model_->zero_gradients();
     const float grad_scale = 1.0f / static_cast<float>(global_terms_);
     // Only the last micro-step's gradients are final, so only its layers are communicated.
     const Model::LayerDone reduce_layer = [this](int64_t offset, int64_t count) {
       gradient_sync_->layer_ready(model_->gradients(), offset, count);
     };
-    double loss_sum = 0.0;
     for (int64_t micro = 0; micro < spec_.train.grad_accum; ++micro) {
       const int64_t offset = (comm_.rank() * spec_.train.grad_accum + micro) * spec_.train.micro_batch;
       train_data_->gather(sampler_.indices(step, offset, spec_.train.micro_batch), batch_);
       const bool last = micro + 1 == spec_.train.grad_accum;
-      loss_sum += model_->forward_backward(batch_, grad_scale, last ? reduce_layer : Model::LayerDone{}).loss_sum;
+      model_->forward_backward_into(batch_, grad_scale, step_totals(), last ? reduce_layer : Model::LayerDone{});
     }
-    return loss_sum;
   }
 
-  // Gradients were scaled by 1/(global loss terms) on every rank, so their sum across ranks is
-  // the global mean. Only the elements the optimizer steps are clipped.
-  double average_and_clip_gradients() {
-    gradient_sync_->finish(model_->gradients(), model_->parameter_count());
+  // The device scalars of a step: this rank's loss totals, then the gradient norm's squares of
+  // each rank's shard; zeroed at the start of the step, read by read_step_scalars.
+  BatchResult* step_totals() { return reinterpret_cast<BatchResult*>(step_scalars_.get()); }
+  double* shard_squares() { return reinterpret_cast<double*>(step_scalars_.get() + sizeof(BatchResult)); }
+  static int64_t step_scalar_bytes(int ranks) {
+    return static_cast<int64_t>(sizeof(BatchResult) + static_cast<size_t>(ranks) * sizeof(double));
+  }
+
+  // Gradients were scaled by 1/(global loss terms) on every rank, so their sum across ranks is the
+  // global mean. The norm's squares are summed shard by shard in rank order, with ZeRO-1 or
+  // without, so both modes clip alike; only the elements the optimizer steps are clipped (by it).
+  void gradient_squares() {
     const OptimizerOps& ops = device_.optimizer;
-    // Summed shard by shard in rank order, with ZeRO-1 or without, so both modes clip alike.
     const float* gradients = model_->gradients();
-    std::vector<double> shard_squares;
     if (spec_.train.zero > 0) {
-      shard_squares = comm_.all_gather(
-          ops.sum_squares(Stream{}, gradients + shards_.begin(comm_.rank()), shards_.count(comm_.rank())));
+      const int rank = comm_.rank();
+      ops.sum_squares(Stream{}, gradients + shards_.begin(rank), shards_.count(rank), shard_squares() + rank);
+      gradient_sync_->gather_shard_values(shard_squares());
     } else {
       for (int r = 0; r < comm_.world_size(); ++r)
-        shard_squares.push_back(ops.sum_squares(Stream{}, gradients + shards_.begin(r), shards_.count(r)));
+        ops.sum_squares(Stream{}, gradients + shards_.begin(r), shards_.count(r), shard_squares() + r);
     }
+  }
+
+  // Reads the step's scalars from the device (one download): the loss, summed over the ranks,
+  // into last_loss_; returns the gradient norm.
+  double read_step_scalars() {
+    std::vector<std::byte> host(static_cast<size_t>(step_scalars_.size()));
+    device_.memory.download(Stream{}, host.data(), step_scalars_.get(), host.size());
+    BatchResult totals;
+    std::memcpy(&totals, host.data(), sizeof(totals));
+    double loss_sum = totals.loss_sum;
+    comm_.allreduce_sum(&loss_sum, 1);
+    last_loss_ = loss_sum / static_cast<double>(global_terms_);
     double squares = 0.0;
-    for (double shard : shard_squares) squares += shard;
-    const double norm = std::sqrt(squares);
-    // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
-    const double clip_coefficient = spec_.train.grad_clip / (norm + 1e-6);
-    if (spec_.train.grad_clip > 0.0 && clip_coefficient < 1.0)
-      ops.scale(Stream{}, model_->gradients() + optimizer_.begin(), optimizer_.end() - optimizer_.begin(),
-                static_cast<float>(clip_coefficient));
-    return norm;
+    for (int r = 0; r < comm_.world_size(); ++r) {
+      double shard = 0.0;
+      std::memcpy(&shard, host.data() + sizeof(BatchResult) + static_cast<size_t>(r) * sizeof(double), sizeof(shard));
+      squares += shard;
+    }
+    return std::sqrt(squares);
+  }
+
+  // Where the device counts what it does (the CPU implementation of CUDA) and
+  // TRAINCTL_DEVICE_ACTIVITY names a file: what it counted before this step.
+  std::optional<DeviceActivity> device_activity() const {
+    if (activity_file_.empty()) return std::nullopt;
+    return device_.info.activity();
+  }
+
+  // One line per step: the launches, cuBLASLt calls and host waits of the step, and the peak of
+  // device memory so far (docs/runtime.md).
+  void log_device_activity(int64_t step, const DeviceActivity& before) {
+    const std::optional<DeviceActivity> after = device_.info.activity();
+    if (!after || comm_.rank() != 0) return;
+    append_line(activity_file_,
+                fmt::format("{{\"step\":{},\"kernel_launches\":{},\"blas_calls\":{},\"host_syncs\":{},"
+                            "\"upload_waits\":{},\"peak_device_bytes\":{}}}",
+                            step, after->kernel_launches - before.kernel_launches,
+                            after->blas_calls - before.blas_calls, after->host_syncs - before.host_syncs,
+                            after->upload_waits - before.upload_waits, after->peak_device_bytes));
   }
 
   // The fraction of the devices' dense peak that the model's FLOPs reach; NaN when the peak is
   // unknown.
   double model_flops_utilization(double terms_per_second) const {
-    const double peak = device_.memory.peak_flops(spec_.train.precision == Precision::kBf16);
+    const double peak = device_.info.peak_flops(spec_.train.precision == Precision::kBf16);
     if (!(peak > 0.0)) return std::nan("");
     return terms_per_second * model_->training_flops_per_term() / (peak * comm_.world_size());
   }
@@ -323,16 +391,18 @@ class Run {
     const int64_t examples = val_data_->examples();
     const int64_t begin = examples * comm_.rank() / comm_.world_size();
     const int64_t end = examples * (comm_.rank() + 1) / comm_.world_size();
-    std::array<double, 2> totals{0.0, 0.0};
+    // The micro-batches' sums accumulate on the device; the host reads them once.
+    device_.memory.fill_zero(Stream{}, eval_totals_.get(), sizeof(BatchResult));
     std::vector<int32_t> indices;
     for (int64_t first = begin; first < end; first += spec_.train.micro_batch) {
       indices.resize(static_cast<size_t>(std::min(spec_.train.micro_batch, end - first)));
       for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int32_t>(first + static_cast<int64_t>(i));
       val_data_->gather(indices, batch_);
-      const BatchResult result = model_->evaluate(batch_);
-      totals[0] += result.loss_sum;
-      totals[1] += static_cast<double>(result.correct);
+      model_->evaluate_into(batch_, eval_totals_.get());
     }
+    BatchResult result;
+    device_.memory.download(Stream{}, &result, eval_totals_.get(), sizeof(result));
+    std::array<double, 2> totals{result.loss_sum, static_cast<double>(result.correct)};
     comm_.allreduce_sum(totals.data(), totals.size());
     const auto terms = static_cast<double>(examples * model_->loss_terms_per_example());
     last_val_loss_ = totals[0] / terms;
@@ -383,6 +453,9 @@ class Run {
   Metrics metrics_;
   Heartbeat heartbeat_;
   Batch batch_;
+  DeviceBuffer<std::byte> step_scalars_;
+  DeviceBuffer<BatchResult> eval_totals_;
+  const std::string activity_file_;
   std::chrono::steady_clock::time_point last_save_;
   double last_loss_ = std::nan("");
   double last_val_loss_ = std::nan("");

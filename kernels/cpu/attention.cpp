@@ -65,17 +65,15 @@ void grad_scores_row(float* __restrict grad_row, const float* __restrict probabi
 }
 
 // A thread's seq x seq scratch matrix, grown as needed and kept.
-float* scratch(std::vector<float>& matrix, int64_t seq) {
+float* square_scratch(std::vector<float>& matrix, int64_t seq) {
   matrix.resize(static_cast<size_t>(seq * seq));
   return matrix.data();
 }
 
-}  // namespace
-
-void attention_forward(Stream, float* out, float* lse, const float* qkv, int64_t batch, int64_t seq,
-                       int64_t channels, int64_t heads) {
+void attention_forward_floats(float* out, float* lse, const float* qkv, int64_t batch, int64_t seq,
+                              int64_t channels, int64_t heads) {
   thread_local std::vector<float> probabilities_scratch;
-  float* probabilities = scratch(probabilities_scratch, seq);
+  float* probabilities = square_scratch(probabilities_scratch, seq);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
       const Head head = head_at(b, h, seq, channels, heads);
@@ -94,11 +92,11 @@ void attention_forward(Stream, float* out, float* lse, const float* qkv, int64_t
 // Per head, with P the probabilities, O = P V and dO = grad_out:
 //   dV = P^T dO; dP = dO V^T; D_i = rowsum(dO_i * O_i); dS = P * (dP - D_i);
 //   dQ = dS K * scale; dK = dS^T Q * scale.
-void attention_backward(Stream, float* grad_qkv, const float* grad_out, const float* qkv, const float* out,
-                        const float* lse, int64_t batch, int64_t seq, int64_t channels, int64_t heads) {
+void attention_backward_floats(float* grad_qkv, const float* grad_out, const float* qkv, const float* out,
+                               const float* lse, int64_t batch, int64_t seq, int64_t channels, int64_t heads) {
   thread_local std::vector<float> probabilities_scratch, grad_scores_scratch;
-  float* probabilities = scratch(probabilities_scratch, seq);
-  float* grad_scores = scratch(grad_scores_scratch, seq);
+  float* probabilities = square_scratch(probabilities_scratch, seq);
+  float* grad_scores = square_scratch(grad_scores_scratch, seq);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
       const Head head = head_at(b, h, seq, channels, heads);
@@ -134,6 +132,26 @@ void attention_backward(Stream, float* grad_qkv, const float* grad_out, const fl
       gemm({}, Gemm{.transpose_a = true, .m = seq, .n = head.size, .k = seq, .alpha = head.scale, .a = grad_scores,
                     .lda = seq, .b = q, .ldb = ld, .c = grad_k, .ldc = ld});
     }
+}
+
+}  // namespace
+
+void attention_forward(Stream, TypedPtr out, float* lse, ConstTypedPtr qkv, int64_t batch, int64_t seq,
+                       int64_t channels, int64_t heads) {
+  const int64_t rows = batch * seq;
+  float* out_floats = floats_for(out, rows * channels, 1);
+  attention_forward_floats(out_floats, lse, as_floats(qkv, rows * 3 * channels, 0), batch, seq, channels, heads);
+  store_floats(out, out_floats, rows * channels);
+}
+
+void attention_backward(Stream, TypedPtr grad_qkv, ConstTypedPtr grad_out, ConstTypedPtr qkv, ConstTypedPtr out,
+                        const float* lse, int64_t batch, int64_t seq, int64_t channels, int64_t heads) {
+  const int64_t rows = batch * seq;
+  float* grad_qkv_floats = floats_for(grad_qkv, rows * 3 * channels, 3);
+  attention_backward_floats(grad_qkv_floats, as_floats(grad_out, rows * channels, 0),
+                            as_floats(qkv, rows * 3 * channels, 1), as_floats(out, rows * channels, 2), lse, batch,
+                            seq, channels, heads);
+  store_floats(grad_qkv, grad_qkv_floats, rows * 3 * channels);
 }
 
 }  // namespace trainctl::cpu

@@ -1,71 +1,153 @@
-// The CPU's blas family: GEMM on OpenBLAS, one cblas_sgemm per batch entry with the given
-// leading dimensions; the bf16 GEMM rounds its operands to bf16 and multiplies them in fp32.
+// The CPU's blas family: GEMM on OpenBLAS, one cblas_sgemm per batch entry with the given leading
+// dimensions, then the epilogue on the fp32 result, row by row. bf16 operands are widened to fp32
+// (exactly) into packed scratch first, so their products are exact and summed in fp32; a bf16 C is
+// computed in fp32 scratch and rounded once. The bias-gradient epilogues sum their operand's rows
+// in order into zeroed scratch and add the sums to the gradient once (zeroed_column_sums), as every
+// parameter gradient here is formed.
 #include <cblas.h>
 
-#include <algorithm>
-#include <bit>
 #include <cmath>
-#include <vector>
+#include <stdexcept>
 
+#include "activation_functions.h"
 #include "cpu_ops.h"
 
 namespace trainctl::cpu {
 
 namespace {
 
-// fp32 -> bf16 -> fp32: keep the top 16 bits, rounding to nearest with ties to even, as
-// __float2bfloat16_rn does. NaN stays NaN (quieted) instead of rounding into infinity.
-float round_to_bf16(float x) {
-  uint32_t bits = std::bit_cast<uint32_t>(x);
-  if (std::isnan(x)) return std::bit_cast<float>((bits | 0x00400000u) & 0xFFFF0000u);
-  bits += 0x7FFFu + ((bits >> 16) & 1u);
-  return std::bit_cast<float>(bits & 0xFFFF0000u);
-}
+// Scratch slots: the widened A and B, C's fp32 result, and a row of the epilogue's other inputs.
+constexpr int kSlotA = 0, kSlotB = 1, kSlotC = 2, kSlotBias = 3;
 
 // One operand of a (batched) GEMM as stored: `batch` matrices of rows x cols, row stride ld,
 // matrix stride `stride` (0: the same matrix for every batch entry).
 struct StoredOperand {
-  const float* data;
+  ConstTypedPtr data;
   int64_t rows, cols, ld, stride;
 };
 
-// Rounds the operand to bf16 into `packed`, dense (ld = cols), one matrix per distinct stored
-// one; returns the packed matrix stride.
-int64_t pack_rounded(const StoredOperand& operand, int64_t batch, std::vector<float>& packed) {
+// The operand as fp32: as stored when it is f32, else widened into scratch `slot`, dense (ld =
+// cols), one matrix per distinct stored one. Sets ld and stride to the result's.
+const float* widened(const StoredOperand& operand, int64_t batch, int slot, int64_t& ld, int64_t& stride) {
+  if (operand.data.type == ElementType::kF32) {
+    ld = operand.ld;
+    stride = operand.stride;
+    return operand.data.f32();
+  }
   const int64_t matrices = operand.stride == 0 ? 1 : batch;
   const int64_t size = operand.rows * operand.cols;
-  packed.resize(static_cast<size_t>(matrices * size));
+  float* packed = scratch<float>(slot, matrices * size);
   for (int64_t i = 0; i < matrices; ++i)
     for (int64_t r = 0; r < operand.rows; ++r) {
-      const float* row = operand.data + i * operand.stride + r * operand.ld;
-      std::transform(row, row + operand.cols, packed.begin() + i * size + r * operand.cols, round_to_bf16);
+      const Bf16* row = operand.data.bf16() + i * operand.stride + r * operand.ld;
+      float* out = packed + i * size + r * operand.cols;
+      for (int64_t c = 0; c < operand.cols; ++c) out[c] = to_float(row[c]);
     }
-  return operand.stride == 0 ? 0 : size;
+  ld = operand.cols;
+  stride = operand.stride == 0 ? 0 : size;
+  return packed;
+}
+
+// The epilogue over one m x n result in fp32 (row stride ldr), in place. cuBLASLt's GELU is
+// GPT-2's tanh form.
+void apply_epilogue(const Gemm& g, float* result, int64_t ldr) {
+  using activations::GeluTanh;
+  const int64_t n = g.n;
+  for (int64_t i = 0; i < g.m; ++i) {
+    float* row = result + i * ldr;
+    switch (g.epilogue) {
+      case Epilogue::kBias:
+      case Epilogue::kGeluBias: {
+        const float* bias = as_floats(g.bias, n, kSlotBias);
+        for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+        if (g.epilogue == Epilogue::kGeluBias) {
+          store_floats(g.aux + i * g.ld_aux, row, n);
+          for (int64_t j = 0; j < n; ++j) row[j] = GeluTanh::forward(row[j]);
+        }
+        break;
+      }
+      case Epilogue::kGeluGrad: {
+        const float* aux = as_floats(g.aux + i * g.ld_aux, n, kSlotBias);
+        for (int64_t j = 0; j < n; ++j) row[j] = row[j] * GeluTanh::derivative(aux[j], 0.0f);
+        break;
+      }
+      case Epilogue::kNone:
+      case Epilogue::kBiasGradA:
+      case Epilogue::kBiasGradB:
+        return;
+    }
+  }
+}
+
+// The bias gradient of op(A) (m sums over k) or op(B) (n sums over k), accumulated into
+// bias_grad: each sum over k in order, into zeroed scratch, added once.
+void accumulate_bias_gradient(const Gemm& g) {
+  const bool of_a = g.epilogue == Epilogue::kBiasGradA;
+  const ConstTypedPtr operand = of_a ? g.a : g.b;
+  const int64_t ld = of_a ? g.lda : g.ldb;
+  const int64_t count = of_a ? g.m : g.n;
+  float* sums = zeroed_column_sums(0, count);
+  // op(A)[i, k] is A[i][k], or A[k][i] when transposed; op(B)[k, j] is B[k][j], or B[j][k]: the
+  // sums run down the stored rows (over k) when op(A) is transposed or op(B) is not.
+  if (of_a == (of_a ? g.transpose_a : g.transpose_b)) {
+    for (int64_t k = 0; k < g.k; ++k) {
+      const float* row = as_floats(operand + k * ld, count, kSlotBias);
+      for (int64_t s = 0; s < count; ++s) sums[s] += row[s];
+    }
+  } else {
+    for (int64_t s = 0; s < count; ++s) {
+      const float* row = as_floats(operand + s * ld, g.k, kSlotBias);
+      for (int64_t k = 0; k < g.k; ++k) sums[s] += row[k];
+    }
+  }
+  add_column_sums(g.bias_grad, sums, count);
+}
+
+void check_gemm(const Gemm& g) {
+  if (g.a.type != g.b.type) throw std::logic_error("gemm: A and B of different element types");
+  if (g.c.type == ElementType::kBf16 && g.a.type != ElementType::kBf16)
+    throw std::logic_error("gemm: a bf16 C needs bf16 operands");
+  if (g.epilogue != Epilogue::kNone && g.batch != 1) throw std::logic_error("gemm: an epilogue needs batch 1");
+  const bool bias_grad = g.epilogue == Epilogue::kBiasGradA || g.epilogue == Epilogue::kBiasGradB;
+  if (bias_grad && g.c.type != ElementType::kF32) throw std::logic_error("gemm: a bias gradient needs a float C");
+  if ((g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kGeluBias) && g.bias.type != g.c.type)
+    throw std::logic_error("gemm: the bias has C's element type");
+  if ((g.epilogue == Epilogue::kGeluBias || g.epilogue == Epilogue::kGeluGrad) && g.aux.type != g.c.type)
+    throw std::logic_error("gemm: the GELU input has C's element type");
 }
 
 }  // namespace
 
 void gemm(Stream, const Gemm& g) {
-  for (int64_t i = 0; i < g.batch; ++i)
+  check_gemm(g);
+  int64_t lda = 0, stride_a = 0, ldb = 0, stride_b = 0;
+  const float* a = widened({g.a, g.transpose_a ? g.k : g.m, g.transpose_a ? g.m : g.k, g.lda, g.stride_a}, g.batch,
+                           kSlotA, lda, stride_a);
+  const float* b = widened({g.b, g.transpose_b ? g.n : g.k, g.transpose_b ? g.k : g.n, g.ldb, g.stride_b}, g.batch,
+                           kSlotB, ldb, stride_b);
+  const bool direct = g.c.type == ElementType::kF32;
+  // A bf16 C is formed in packed fp32 scratch (its old values widened where beta reads them).
+  const int64_t ldr = direct ? g.ldc : g.n;
+  const int64_t stride_r = direct ? g.stride_c : g.m * g.n;
+  float* result = direct ? g.c.f32() : scratch<float>(kSlotC, g.batch * g.m * g.n);
+  for (int64_t i = 0; i < g.batch; ++i) {
+    float* r = result + i * stride_r;
+    if (!direct && g.beta != 0.0f)
+      for (int64_t row = 0; row < g.m; ++row)
+        for (int64_t col = 0; col < g.n; ++col)
+          r[row * ldr + col] = load(g.c, i * g.stride_c + row * g.ldc + col);
     cblas_sgemm(CblasRowMajor, g.transpose_a ? CblasTrans : CblasNoTrans, g.transpose_b ? CblasTrans : CblasNoTrans,
                 static_cast<blasint>(g.m), static_cast<blasint>(g.n), static_cast<blasint>(g.k), g.alpha,
-                g.a + i * g.stride_a, static_cast<blasint>(g.lda), g.b + i * g.stride_b, static_cast<blasint>(g.ldb),
-                g.beta, g.c + i * g.stride_c, static_cast<blasint>(g.ldc));
-}
-
-void gemm_bf16(Stream stream, const Gemm& g) {
-  // Reused between calls: a training step makes a handful of GEMMs of the same few shapes.
-  thread_local std::vector<float> rounded_a, rounded_b;
-  const StoredOperand a{g.a, g.transpose_a ? g.k : g.m, g.transpose_a ? g.m : g.k, g.lda, g.stride_a};
-  const StoredOperand b{g.b, g.transpose_b ? g.n : g.k, g.transpose_b ? g.k : g.n, g.ldb, g.stride_b};
-  Gemm rounded = g;
-  rounded.stride_a = pack_rounded(a, g.batch, rounded_a);
-  rounded.stride_b = pack_rounded(b, g.batch, rounded_b);
-  rounded.a = rounded_a.data();
-  rounded.lda = a.cols;
-  rounded.b = rounded_b.data();
-  rounded.ldb = b.cols;
-  gemm(stream, rounded);
+                a + i * stride_a, static_cast<blasint>(lda), b + i * stride_b, static_cast<blasint>(ldb),
+                g.beta, r, static_cast<blasint>(ldr));
+  }
+  if (g.epilogue == Epilogue::kBiasGradA || g.epilogue == Epilogue::kBiasGradB) accumulate_bias_gradient(g);
+  apply_epilogue(g, result, ldr);
+  if (direct) return;
+  for (int64_t i = 0; i < g.batch; ++i)
+    for (int64_t row = 0; row < g.m; ++row)
+      for (int64_t col = 0; col < g.n; ++col)
+        store(g.c, i * g.stride_c + row * g.ldc + col, result[i * stride_r + row * ldr + col]);
 }
 
 }  // namespace trainctl::cpu

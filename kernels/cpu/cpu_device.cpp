@@ -1,44 +1,31 @@
-// The CPU reference table: every family, the transformer's included. GEMM runs on OpenBLAS, the
-// rest as plain loops that define what every other device must compute (within the tolerances
-// its tests state).
+// The CPU reference table: every family but the collectives, the transformer's included, made from
+// the op list (device_table.h). GEMM runs on OpenBLAS, the rest as plain loops that define what
+// every other device must compute (within the tolerances its tests state).
+#include <string_view>
+
 #include "cpu_ops.h"
+#include "device_table.h"
 
 namespace trainctl {
 
 namespace {
 
-const Device kCpuDevice{
-    .name = "cpu",
-    .memory = {.bind_local = cpu::bind_local,
-               .alloc = cpu::alloc,
-               .release = cpu::release,
-               .upload = cpu::copy,
-               .download = cpu::copy,
-               .copy = cpu::copy,
-               .fill_zero = cpu::fill_zero,
-               .pin_host = cpu::pin_host,
-               .unpin_host = cpu::unpin_host,
-               .peak_flops = cpu::peak_flops,
-               .peak_allocated_bytes = cpu::peak_allocated_bytes,
-               .unbind = cpu::unbind},
-    .streams = {.create = cpu::create_stream, .destroy = cpu::destroy_stream},
-    .blas = {.gemm = cpu::gemm, .gemm_bf16 = cpu::gemm_bf16},
-    .elementwise = {.bias_act_forward = cpu::bias_act_forward,
-                    .bias_act_backward = cpu::bias_act_backward,
-                    .add = cpu::add},
-    .loss = {.softmax_cross_entropy = cpu::softmax_cross_entropy},
-    .optimizer = {.sgd_step = cpu::sgd_step,
-                  .adamw_step = cpu::adamw_step,
-                  .sum_squares = cpu::sum_squares,
-                  .scale = cpu::scale},
-    .norm = NormOps{.layernorm_forward = cpu::layernorm_forward, .layernorm_backward = cpu::layernorm_backward},
-    .embedding = EmbeddingOps{.embedding_forward = cpu::embedding_forward,
-                              .embedding_backward = cpu::embedding_backward},
-    .attention = AttentionOps{.attention_forward = cpu::attention_forward,
-                              .attention_backward = cpu::attention_backward},
-    // Host memory is averaged by the runtime's MPI (runtime/grad_sync.h).
-    .collectives = std::nullopt,
-};
+// Host memory is averaged by the runtime's MPI (runtime/grad_sync.h): no collectives of its own.
+constexpr bool cpu_has(std::string_view family) { return family != "collectives"; }
+
+// A template, so that the collectives' ops stand only in discarded branches (device_table.h).
+template <bool = true>
+constexpr Device cpu_table() {
+  Device device{.name = "cpu"};
+#define TRAINCTL_DEVICE_NAMESPACE cpu
+#define TRAINCTL_DEVICE_HAS(family) cpu_has(family)
+#include "device_table.inc"
+#undef TRAINCTL_DEVICE_NAMESPACE
+#undef TRAINCTL_DEVICE_HAS
+  return device;
+}
+
+const Device kCpuDevice = cpu_table();
 
 }  // namespace
 

@@ -1,13 +1,14 @@
-// The CPU reference ops, one family per file (memory.cpp, blas.cpp, elementwise.cpp, norm.cpp,
-// embedding.cpp, attention.cpp, loss.cpp, optimizer.cpp), declared here for cpu_device.cpp,
-// which assembles them into the table. Private to kernels/cpu/: everything else reaches them
+// The CPU reference ops, declared from the op list for cpu_device.cpp, which assembles them into
+// the table, and what their files share. Private to kernels/cpu/: everything else reaches them
 // through cpu_device().
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "device.h"
 
@@ -54,63 +55,38 @@ Value lane_sum(int64_t n, Term term) {
 float* zeroed_column_sums(int slot, int64_t cols);
 void add_column_sums(float* gradient, const float* sums, int64_t cols);
 
-// memory.cpp
-std::string bind_local(int local_rank, int local_size);
-void* alloc(size_t bytes);
-void release(void* pointer);
-// Host and device memory are the same memory: upload, download and copy are all this.
-void copy(Stream stream, void* dst, const void* src, size_t bytes);
-void fill_zero(Stream stream, float* x, int64_t n);
-void pin_host(void* host, size_t bytes);
-void unpin_host(void* host);
-double peak_flops(bool bf16);
-int64_t peak_allocated_bytes();
-void unbind();
-// Every op completes before it returns, so there is nothing to queue: every stream is Stream{}.
-Stream create_stream();
-void destroy_stream(Stream stream);
+// A thread's scratch of `count` values of T, grown as needed and kept: the ops' temporaries (a bf16
+// operand widened to float, say) are of the few shapes a training step has. `slot` tells apart
+// the scratches one op uses at once.
+template <typename T>
+T* scratch(int slot, int64_t count) {
+  thread_local std::vector<T> buffers[4];
+  std::vector<T>& buffer = buffers[slot];
+  if (buffer.size() < static_cast<size_t>(count)) buffer.resize(static_cast<size_t>(count));
+  return buffer.data();
+}
 
-// blas.cpp
-void gemm(Stream stream, const Gemm& gemm);
-void gemm_bf16(Stream stream, const Gemm& gemm);
+// Element i of a typed tensor as a float, and a float stored into one (rounded to bf16 there).
+inline float load(ConstTypedPtr x, int64_t i) {
+  return x.type == ElementType::kBf16 ? to_float(x.bf16()[i]) : x.f32()[i];
+}
+inline void store(TypedPtr x, int64_t i, float value) {
+  if (x.type == ElementType::kBf16)
+    x.bf16()[i] = to_bf16(value);
+  else
+    x.f32()[i] = value;
+}
 
-// elementwise.cpp
-void bias_act_forward(Stream stream, float* z, const float* bias, float* out, int64_t rows, int64_t cols,
-                      Activation act);
-void bias_act_backward(Stream stream, const float* grad_out, const float* z, const float* out, float* grad_z,
-                       float* grad_bias, int64_t rows, int64_t cols, Activation act);
-void add(Stream stream, float* out, const float* a, const float* b, int64_t n);
+// The floats of x[0, n): x itself when it is f32, else widened into scratch `slot`.
+const float* as_floats(ConstTypedPtr x, int64_t n, int slot);
+// Where an op writes n floats that end up in x: x itself when it is f32, else scratch `slot`,
+// which store_floats then rounds into x.
+float* floats_for(TypedPtr x, int64_t n, int slot);
+void store_floats(TypedPtr x, const float* values, int64_t n);
 
-// norm.cpp
-void layernorm_forward(Stream stream, float* out, float* mean, float* rstd, const float* x, const float* weight,
-                       const float* bias, int64_t rows, int64_t cols, float eps);
-void layernorm_backward(Stream stream, float* grad_x, float* grad_weight, float* grad_bias, const float* grad_out,
-                        const float* x, const float* weight, const float* mean, const float* rstd, int64_t rows,
-                        int64_t cols);
-
-// embedding.cpp
-void embedding_forward(Stream stream, float* out, const int32_t* tokens, const float* wte, const float* wpe,
-                       int64_t batch, int64_t seq, int64_t channels);
-void embedding_backward(Stream stream, float* grad_wte, float* grad_wpe, const float* grad_out,
-                        const int32_t* tokens, int64_t batch, int64_t seq, int64_t channels);
-
-// attention.cpp
-void attention_forward(Stream stream, float* out, float* lse, const float* qkv, int64_t batch, int64_t seq,
-                       int64_t channels, int64_t heads);
-void attention_backward(Stream stream, float* grad_qkv, const float* grad_out, const float* qkv, const float* out,
-                        const float* lse, int64_t batch, int64_t seq, int64_t channels, int64_t heads);
-
-// loss.cpp
-void softmax_cross_entropy(Stream stream, const float* logits, const int32_t* labels, float* grad_logits,
-                           int64_t rows, int64_t classes, int64_t row_stride, float grad_scale, double* loss_sum,
-                           int64_t* correct);
-
-// optimizer.cpp
-void sgd_step(Stream stream, float* param, const float* grad, float* momentum_buffer, int64_t n, double lr,
-              double momentum, double weight_decay);
-void adamw_step(Stream stream, float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
-                double lr, double beta1, double beta2, double eps, double weight_decay, int64_t step);
-double sum_squares(Stream stream, const float* x, int64_t n);
-void scale(Stream stream, float* x, int64_t n, float factor);
+// The ops of the table (device_ops.def), defined one family per file: memory.cpp (with info and
+// streams), blas.cpp, elementwise.cpp, norm.cpp, embedding.cpp, attention.cpp, loss.cpp,
+// optimizer.cpp. The CPU has no collectives (cpu_device.cpp).
+#include "device_declarations.inc"
 
 }  // namespace trainctl::cpu

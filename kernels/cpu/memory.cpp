@@ -1,6 +1,8 @@
-// The CPU's memory family: host memory is device memory, so copies are memcpy, binding and
-// pinning do nothing and there is no separate device peak; peak_flops estimates the dense fp32 FMA
-// peak from /proc/cpuinfo.
+// The CPU's memory, info and streams families: host memory is device memory, so copies are
+// memcpy, binding and pinning do nothing and there is no separate device peak, nor anything to
+// count; peak_flops estimates the dense fp32 FMA peak from /proc/cpuinfo. Every op completes
+// before it returns, so there is nothing to queue: every stream is Stream{}. Also the typed
+// tensors' widening into float scratch that the other families share (cpu_ops.h).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -70,15 +72,44 @@ void* alloc(size_t bytes) {
 
 void release(void* pointer) { std::free(pointer); }
 
+void upload(Stream, void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void download(Stream, void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 void copy(Stream, void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
-void fill_zero(Stream, float* x, int64_t n) { std::fill(x, x + n, 0.0f); }
+void fill_zero(Stream, void* x, size_t bytes) { std::memset(x, 0, bytes); }
+
+void convert(Stream, TypedPtr dst, ConstTypedPtr src, int64_t n) {
+  if (dst.type == src.type) {
+    std::memcpy(dst.data, src.data, static_cast<size_t>(n) * element_bytes(dst.type));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) store(dst, i, load(src, i));
+}
+
+const float* as_floats(ConstTypedPtr x, int64_t n, int slot) {
+  if (x.type == ElementType::kF32) return x.f32();
+  float* floats = scratch<float>(slot, n);
+  for (int64_t i = 0; i < n; ++i) floats[i] = to_float(x.bf16()[i]);
+  return floats;
+}
+
+float* floats_for(TypedPtr x, int64_t n, int slot) {
+  return x.type == ElementType::kF32 ? x.f32() : scratch<float>(slot, n);
+}
+
+void store_floats(TypedPtr x, const float* values, int64_t n) {
+  if (x.type == ElementType::kF32) {
+    if (x.f32() != values) std::memcpy(x.f32(), values, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) x.bf16()[i] = to_bf16(values[i]);
+}
 
 void pin_host(void*, size_t) {}
 void unpin_host(void*) {}
 
 // An estimate of the dense fp32 FMA peak of the threads this rank computes with (the clock
-// read is the current one, not a turbo maximum). bf16 is the same: the CPU's bf16 GEMM rounds
+// read is the current one, not a turbo maximum). bf16 is the same: the CPU's bf16 GEMM widens
 // its operands and multiplies in fp32, using no bf16 units.
 double peak_flops(bool) {
   static const double peak = estimate_peak_flops();
@@ -86,6 +117,8 @@ double peak_flops(bool) {
 }
 
 int64_t peak_allocated_bytes() { return 0; }
+
+std::optional<DeviceActivity> activity() { return std::nullopt; }
 
 // The ops' scratch is thread_local, released with the thread.
 void unbind() {}

@@ -1,7 +1,8 @@
-// The CPU's norm family: LayerNorm over the last dimension, forward and backward. Row
-// statistics (mean, variance, and backward's two row means) are summed in double and rounded
-// to float once, so they are as exact as float holds, whatever the row length; everything
-// elementwise is float. Against PyTorch's fp32 LayerNorm (float Welford sums) outputs and
+// The CPU's norm family: LayerNorm over the last dimension, forward (with the residual add before
+// it fused in) and backward. Row statistics (mean, variance, and backward's two row means) are
+// summed in double and rounded to float once, so they are as exact as float holds, whatever the
+// row length; everything elementwise is float. A bf16 output is computed in float and rounded
+// once; a bf16 gradient is widened a row at a time. Against PyTorch's fp32 LayerNorm (float Welford sums) outputs and
 // gradients differ by a few ulps (2e-7 relative at 2048 rows of 256), far inside the 1e-5 the
 // GPT-2 loss must match it to.
 #include <cmath>
@@ -34,11 +35,17 @@ void accumulate_row_gradients(float* __restrict grad_x, float* __restrict grad_w
 
 }  // namespace
 
-void layernorm_forward(Stream, float* out, float* mean, float* rstd, const float* x, const float* weight,
-                       const float* bias, int64_t rows, int64_t cols, float eps) {
+void layernorm_forward(Stream, TypedPtr out, float* mean, float* rstd, const float* x, ConstTypedPtr add, float* sum,
+                       const float* weight, const float* bias, int64_t rows, int64_t cols, float eps) {
   const auto count = static_cast<double>(cols);
   for (int64_t r = 0; r < rows; ++r) {
     const float* x_row = x + r * cols;
+    if (add) {
+      const float* add_row = as_floats(add + r * cols, cols, 0);
+      float* sum_row = sum + r * cols;
+      for (int64_t c = 0; c < cols; ++c) sum_row[c] = x_row[c] + add_row[c];
+      x_row = sum_row;
+    }
     const double row_mean = lane_sum<double>(cols, [&](int64_t c) { return static_cast<double>(x_row[c]); }) / count;
     // Two passes: the variance of the centered values, with no cancellation.
     const double variance = lane_sum<double>(cols, [&](int64_t c) {
@@ -47,21 +54,24 @@ void layernorm_forward(Stream, float* out, float* mean, float* rstd, const float
                             }) / count;
     mean[r] = static_cast<float>(row_mean);
     rstd[r] = static_cast<float>(1.0 / std::sqrt(variance + eps));
-    normalize_row(out + r * cols, x_row, weight, bias, mean[r], rstd[r], cols);
+    const TypedPtr out_row = out + r * cols;
+    float* normalized = floats_for(out_row, cols, 1);
+    normalize_row(normalized, x_row, weight, bias, mean[r], rstd[r], cols);
+    store_floats(out_row, normalized, cols);
   }
 }
 
 // With norm = (x - mean) * rstd and grad_norm = grad_out * weight:
 //   grad_x = rstd * (grad_norm - mean(grad_norm) - norm * mean(grad_norm * norm)).
-void layernorm_backward(Stream, float* grad_x, float* grad_weight, float* grad_bias, const float* grad_out,
-                        const float* x, const float* weight, const float* mean, const float* rstd, int64_t rows,
-                        int64_t cols) {
+void layernorm_backward(Stream, float* grad_x, TypedPtr grad_x_copy, float* grad_weight, float* grad_bias,
+                        ConstTypedPtr grad_out, const float* x, const float* weight, const float* mean,
+                        const float* rstd, int64_t rows, int64_t cols) {
   const auto count = static_cast<double>(cols);
   float* weight_sums = zeroed_column_sums(0, cols);
   float* bias_sums = zeroed_column_sums(1, cols);
   for (int64_t r = 0; r < rows; ++r) {
     const float* x_row = x + r * cols;
-    const float* grad_out_row = grad_out + r * cols;
+    const float* grad_out_row = as_floats(grad_out + r * cols, cols, 0);
     const float row_mean = mean[r], row_rstd = rstd[r];
     const double mean_grad_norm =
         lane_sum<double>(cols, [&](int64_t c) { return static_cast<double>(grad_out_row[c] * weight[c]); }) / count;
@@ -72,6 +82,7 @@ void layernorm_backward(Stream, float* grad_x, float* grad_weight, float* grad_b
     accumulate_row_gradients(grad_x + r * cols, weight_sums, bias_sums, grad_out_row, x_row, weight, row_mean,
                              row_rstd, static_cast<float>(mean_grad_norm),
                              static_cast<float>(mean_grad_norm_times_norm), cols);
+    if (grad_x_copy) store_floats(grad_x_copy + r * cols, grad_x + r * cols, cols);
   }
   add_column_sums(grad_weight, weight_sums, cols);
   add_column_sums(grad_bias, bias_sums, cols);
