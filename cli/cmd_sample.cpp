@@ -50,7 +50,6 @@ void load_parameters(Model& model, const StoredCheckpoint& stored) {
     model.device().memory.upload(Stream{}, model.parameters() + slice.offset, tensor->values.data(),
                                  tensor->values.size() * sizeof(float));
   }
-  model.parameters_changed();
 }
 
 std::unique_ptr<LanguageModel> load_language_model(const StoredCheckpoint& stored) {

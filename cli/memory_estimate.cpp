@@ -57,17 +57,24 @@ std::vector<MemoryComponent> memory_components(const RunSpec& run, const JobSpec
       run.checkpoint.sharded
           ? MemoryComponent{"checkpoint staging (a shard, every rank)", (1 + optimizer_buffers) * shard_bytes}
           : MemoryComponent{"checkpoint staging (rank 0)", tensor_bytes + optimizer_bytes, false, true};
-  return {
+  std::vector<MemoryComponent> components{
       {"weights", tensor_bytes, gpu},
       {"gradients", tensor_bytes, gpu},
       {fmt::format("optimizer state ({})", optimizer), optimizer_bytes, gpu},
-      {"activations", model.activation_bytes, gpu},
-      {"CPU kernel scratch", gpu ? 0 : model.cpu_scratch_bytes},
-      {"data", data.bytes},
-      {"data, mapped (once a node)", data.mapped_bytes, false, false, true},
-      staging,
-      {"process base", process_base},
   };
+  // precision = "bf16": the GEMMs' copy of the weights.
+  if (model.compute_copy_bytes > 0) components.push_back({"weights' bf16 compute copy", model.compute_copy_bytes, gpu});
+  components.insert(components.end(),
+                    {
+                        {fmt::format("activations ({})", element_type_name(model.activation_type)),
+                         model.activation_bytes, gpu},
+                        {"CPU kernel scratch", gpu ? 0 : model.cpu_scratch_bytes},
+                        {"data", data.bytes},
+                        {"data, mapped (once a node)", data.mapped_bytes, false, false, true},
+                        staging,
+                        {"process base", process_base},
+                    });
+  return components;
 }
 
 // Estimates the runs of one config: the runtime's start-up memory is asked for once, and each

@@ -17,8 +17,9 @@ namespace trainctl {
 
 enum class OptimizerKind { kSgd, kAdamW };
 enum class Schedule { kConstant, kLinear, kCosine };
-// bf16: GEMM inputs rounded to bfloat16, products summed in fp32; weights, gradients and
-// optimizer state stay fp32 (DeviceOps::gemm_bf16).
+// bf16: activations and their gradients stored in bfloat16, the GEMMs reading a bf16 copy of the
+// weights and summing in fp32; weights, gradients, the residual stream and optimizer state stay
+// fp32 (docs/runtime.md, "bf16").
 enum class Precision { kFp32, kBf16 };
 
 // [model] kind = "mlp": torch.nn.Sequential(Linear, Act, ..., Linear), a classifier.

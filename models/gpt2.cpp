@@ -205,7 +205,7 @@ void Gpt2::forward(Shape shape) {
   compute_ = compute_parameters();
   const std::vector<ParameterSlice>& layout = parameter_layout();
   embedding_.embedding_forward(stream_, buffers.residuals[0].get(), buffers.tokens.get(),
-                               parameters() + layout[kWte].offset, parameters() + layout[kWpe].offset, shape.batch,
+                               parameter_values() + layout[kWte].offset, parameter_values() + layout[kWpe].offset, shape.batch,
                                shape.seq, spec_.n_embd);
   for (int64_t block = 0; block < spec_.n_layer; ++block) block_forward(block, shape, true);
   // ln_f, with the last MLP's residual add.
@@ -213,8 +213,8 @@ void Gpt2::forward(Shape shape) {
   const ParameterSlice& ln_f_bias = layout[layout.size() - 1];
   norm_.layernorm_forward(stream_, buffers.ln_f.get(), buffers.ln_f_mean.get(), buffers.ln_f_rstd.get(),
                           buffers.of(spec_.n_layer - 1, options_.recompute).residual.get(), buffers.branch.get(),
-                          buffers.residuals.back().get(), parameters() + ln_f_weight.offset,
-                          parameters() + ln_f_bias.offset, shape.rows(), spec_.n_embd, kLayerNormEps);
+                          buffers.residuals.back().get(), parameter_values() + ln_f_weight.offset,
+                          parameter_values() + ln_f_bias.offset, shape.rows(), spec_.n_embd, kLayerNormEps);
 }
 
 void Gpt2::block_forward(int64_t block, Shape shape, bool write_output) {
@@ -347,7 +347,7 @@ void Gpt2::forward_backward_into(const Batch& batch, float grad_scale, BatchResu
   norm_.layernorm_backward(stream_, buffers.grad_residual.get(), buffers.grad_residual_copy.get(),
                            gradients() + ln_f_weight.offset, gradients() + ln_f_bias.offset,
                            buffers.grad_normed.get(), buffers.residuals.back().get(),
-                           parameters() + ln_f_weight.offset, buffers.ln_f_mean.get(), buffers.ln_f_rstd.get(), rows,
+                           parameter_values() + ln_f_weight.offset, buffers.ln_f_mean.get(), buffers.ln_f_rstd.get(), rows,
                            channels);
   report(ln_f_weight.offset, ln_f_weight.count + ln_f_bias.count);
 

@@ -67,7 +67,9 @@ class Gpt2 : public LanguageModel {
     int64_t rows() const { return batch * seq; }
   };
 
-  const float* parameter(int64_t block, BlockTensor tensor) { return parameters() + slice(block, tensor).offset; }
+  const float* parameter(int64_t block, BlockTensor tensor) const {
+    return parameter_values() + slice(block, tensor).offset;
+  }
   // The tensor as the GEMMs read it (the compute copy in bf16).
   ConstTypedPtr compute(int64_t block, BlockTensor tensor) { return compute_ + slice(block, tensor).offset; }
   float* gradient(int64_t block, BlockTensor tensor) { return gradients() + slice(block, tensor).offset; }

@@ -20,8 +20,7 @@ void Model::set_layout(std::vector<ParameterSlice> slices) {
 }
 
 void Model::upload_parameters(const std::vector<float>& host) {
-  device_.memory.upload(stream_, parameters_.get(), host.data(), host.size() * sizeof(float));
-  parameters_changed();
+  device_.memory.upload(stream_, parameters(), host.data(), host.size() * sizeof(float));
 }
 
 ConstTypedPtr Model::compute_parameters() {

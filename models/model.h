@@ -5,9 +5,9 @@
 //
 // The parameters and their gradients are fp32. With train.precision = "bf16" a model also keeps a
 // bf16 copy of the parameters, which its GEMMs read (the compute copy): the optimizer writes it in
-// the pass that steps the parameters, and whoever else writes the parameters says so
-// (parameters_changed), so that the copy is made again before the next forward pass. Its
-// activations and their gradients are then bf16 too (activation_type).
+// the pass that steps the parameters, and whoever else may write them (parameters()) makes the
+// copy be made again before the next forward pass. Its activations and their gradients are then
+// bf16 too (activation_type).
 #pragma once
 
 #include <cstdint>
@@ -80,14 +80,21 @@ class Model {
 
   const std::vector<ParameterSlice>& parameter_layout() const { return layout_; }
   int64_t parameter_count() const { return parameters_.size(); }
-  // The fp32 master parameters. Who writes them other than the optimizer calls
-  // parameters_changed() afterwards.
-  float* parameters() { return parameters_.get(); }
-  const float* parameters() const { return parameters_.get(); }
-  void parameters_changed() { compute_copy_stale_ = compute_copy_.size() > 0; }
-  // The bf16 compute copy of the parameters, which the optimizer writes as it steps them; none
-  // (null data) in fp32.
-  TypedPtr compute_copy() { return compute_copy_.get(); }
+  // The fp32 master parameters, to write: the compute copy is made again before the next forward
+  // pass (one conversion), since whoever asks may change them (a checkpoint's load, ZeRO-1's
+  // gather).
+  float* parameters() {
+    compute_copy_stale_ = compute_copy_.size() > 0;
+    return parameters_.get();
+  }
+  const float* parameter_values() const { return parameters_.get(); }
+  // What the optimizer steps: the master parameters and the compute copy (none, null data, in
+  // fp32), which it writes in the same pass, so the copy stays current.
+  struct OptimizerTarget {
+    float* parameters;
+    TypedPtr compute_copy;
+  };
+  OptimizerTarget optimizer_target() { return {parameters_.get(), compute_copy_.get()}; }
   float* gradients() { return gradients_.get(); }
   void zero_gradients() { device_.memory.fill_zero(stream_, gradients_.get(), gradients_.size() * sizeof(float)); }
   const Device& device() const { return device_; }

@@ -117,7 +117,7 @@ void CheckpointManager::stage(const TrainingPosition& position) {
     shard.ranks = comm_.world_size();
     shard.begin = shards_.begin(comm_.rank());
     shard.end = shards_.end(comm_.rank());
-    download(shard.model, shard.end - shard.begin, model_.parameters() + shard.begin);
+    download(shard.model, shard.end - shard.begin, model_.parameter_values() + shard.begin);
     shard.optimizer_state.resize(state.size());
     for (size_t s = 0; s < state.size(); ++s) {
       shard.optimizer_state[s].first = state[s].first;
@@ -136,7 +136,7 @@ void CheckpointManager::stage(const TrainingPosition& position) {
     for (size_t i = 0; i < layout.size(); ++i)
       download(tensors[first + i].values, layout[i].count, device_source + layout[i].offset);
   };
-  stage_into(staged_.model, 0, model_.parameters(), "");
+  stage_into(staged_.model, 0, model_.parameter_values(), "");
   for (size_t s = 0; s < state.size(); ++s)
     stage_into(staged_.optimizer_state, s * layout.size(), state[s].second->get() - optimizer_.begin(),
                "/" + state[s].first);
@@ -362,7 +362,6 @@ std::optional<ResumedCheckpoint> CheckpointManager::resume() {
     model_.device().memory.upload(Stream{}, to.device, flat_state[i].data() + to.begin,
                                   static_cast<size_t>(to.end - to.begin) * sizeof(float));
   }
-  model_.parameters_changed();
   optimizer_.set_step_count(position[1]);
   resumed.step = position[0];
   resumed.loss = loss;
@@ -402,7 +401,6 @@ void CheckpointManager::initialize_from(const std::string& path) {
   }
   comm_.broadcast(flat.data(), flat.size() * sizeof(float));
   model_.device().memory.upload(Stream{}, model_.parameters(), flat.data(), flat.size() * sizeof(float));
-  model_.parameters_changed();
 }
 
 }  // namespace trainctl

@@ -147,10 +147,12 @@ class Run {
       accumulate_gradients(step);
       gradient_sync_->finish(model_->gradients(), model_->parameter_count());
       gradient_squares();
-      optimizer_.step(model_->parameters(), model_->gradients(), model_->compute_copy(), shard_squares(),
-                      comm_.world_size(), lr);
-      gradient_sync_->gather_parameters(model_->parameters());
-      if (spec_.train.zero > 0 && comm_.world_size() > 1) model_->parameters_changed();
+      const Model::OptimizerTarget target = model_->optimizer_target();
+      optimizer_.step(target.parameters, model_->gradients(), target.compute_copy, shard_squares(), comm_.world_size(),
+                      lr);
+      // ZeRO-1: every rank's shard of the parameters from its owner (the compute copy is then made
+      // again from them).
+      if (spec_.train.zero > 0) gradient_sync_->gather_parameters(model_->parameters());
       ++step;
       ++window_steps;
       // Test hook: rank 0 signals itself before this step's agreement, so the stop is agreed here.

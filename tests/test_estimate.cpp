@@ -80,7 +80,8 @@ void check_footprint(const ModelSpec& spec, const ModelOptions& options) {
         std::max_element(layout.begin(), layout.end(), [](const auto& a, const auto& b) { return a.count < b.count; })
             ->count);
   const int64_t parameters_and_gradients = 2 * model->parameter_count() * static_cast<int64_t>(sizeof(float));
-  CHECK(footprint.activation_bytes == allocated - parameters_and_gradients);
+  CHECK(footprint.compute_copy_bytes == (options.precision == Precision::kBf16 ? 2 * model->parameter_count() : 0));
+  CHECK(footprint.activation_bytes + footprint.compute_copy_bytes == allocated - parameters_and_gradients);
   CHECK(footprint.terms_per_example == model->loss_terms_per_example());
   CHECK(std::string(footprint.term_unit) == model->term_unit());
   CHECK(footprint.training_flops_per_term == model->training_flops_per_term());
@@ -139,9 +140,10 @@ TEST_CASE("the MLP's footprint is what a built MLP allocates, for fp32 and bf16"
   CHECK(footprint.largest_tensor == 9 * 6);
   CHECK(footprint.host_batch_bytes == 7 * (5 * 4 + 4));
   CHECK(footprint.cpu_scratch_bytes == 0);
-  // bf16 rounds the widest activation [7, 9] and the largest of a weight [6, 9] and a layer input [7, 9].
+  // bf16 widens the widest activation [7, 9] (A) and the largest of a weight [6, 9] and a layer
+  // input [7, 9] (B), and forms the widest activation (C) in float.
   CHECK(trainctl::mlp_footprint(mlp_spec(), options_for(7, Precision::kBf16, false)).cpu_scratch_bytes ==
-        (7 * 9 + 7 * 9) * 4);
+        (7 * 9 + 7 * 9 + 7 * 9) * 4);
 }
 
 TEST_CASE("GPT-2's footprint is what a built GPT-2 allocates, with and without recompute, which needs less") {
@@ -158,9 +160,9 @@ TEST_CASE("GPT-2's footprint is what a built GPT-2 allocates, with and without r
   CHECK(stored.cpu_scratch_bytes == 3 * 5 * 5 * 4);  // the attention's three 5 x 5 matrices
   CHECK(stored.largest_tensor == 4 * 8 * 8);         // c_fc's weight, beside wte's 11 x 8
   // bf16 adds the widest A, the logits' gradient [10, 128] (the vocabulary of 11 padded to 128
-  // rows), and the widest B, wte in memory [128, 8].
+  // rows), the widest B, wte in memory [128, 8], and the widest C, the logits [10, 128], in float.
   CHECK(trainctl::gpt2_footprint(gpt2_spec(), options_for(2, Precision::kBf16, false)).cpu_scratch_bytes ==
-        (3 * 5 * 5 + 10 * 128 + 128 * 8) * 4);
+        (3 * 5 * 5 + 10 * 128 + 128 * 8 + 10 * 128) * 4);
 }
 
 TEST_CASE("the data footprints are what the sources hold, read from the files' headers") {

@@ -2,8 +2,9 @@
 // kernels): SGD with momentum and AdamW against values worked out by hand for a 2-element
 // parameter vector over 2-3 steps, PyTorch's semantics (SGD's first momentum buffer is the
 // gradient; AdamW's weight decay is decoupled, p *= 1 - lr*wd, before the bias-corrected
-// update), the state names a checkpoint stores, resuming from saved state, and the exact
-// learning rate of warmup, constant, linear and cosine schedules.
+// update), the state names a checkpoint stores, resuming from saved state, parameter groups in
+// one step, clipping by the norm's squares left on the device, the bf16 compute copy written in
+// the same step, and the exact learning rate of warmup, constant, linear and cosine schedules.
 #include <doctest/doctest.h>
 
 #include <array>
@@ -67,10 +68,11 @@ void check_close(const Pair& actual, const std::array<double, 2>& expected) {
   }
 }
 
-// Applies one step with gradient `gradient` and returns the parameters after it.
+// Applies one step with gradient `gradient` (unclipped, no compute copy) and returns the
+// parameters after it.
 Pair step(Optimizer& optimizer, DevicePair& parameters, Pair gradient, double lr) {
   DevicePair device_gradient(gradient);
-  optimizer.step(parameters.buffer.get(), device_gradient.buffer.get(), lr);
+  optimizer.step(parameters.buffer.get(), device_gradient.buffer.get(), {}, nullptr, 0, lr);
   return parameters.get();
 }
 
@@ -232,6 +234,44 @@ TEST_CASE("AdamW's second parameter group takes no weight decay") {
     CHECK(grouped_after[1] == without[1]);
     CHECK(grouped_after[0] != grouped_after[1]);
   }
+}
+
+TEST_CASE("clipping scales the gradient by max_norm / (norm + 1e-6) when that is below 1, from shard squares") {
+  // The gradient [3, 4] has norm 5, given as the squares of two shards (9 and 16).
+  TrainSpec spec = sgd_spec(0.0, 0.0);
+  spec.grad_clip = 1.0;
+  Optimizer clipped(spec, cpu(), trainctl::Stream{}, kPairLayout, 0, 2);
+  DevicePair parameters({0.0f, 0.0f}), gradient({3.0f, 4.0f});
+  trainctl::DeviceBuffer<double> squares(cpu(), 2);
+  const std::array<double, 2> shard_squares{9.0, 16.0};
+  squares.upload(shard_squares.data(), 2);
+  clipped.step(parameters.buffer.get(), gradient.buffer.get(), {}, squares.get(), 2, 1.0);
+  const auto factor = static_cast<float>(1.0 / (5.0 + 1e-6));
+  CHECK(parameters.get() == Pair{-(3.0f * factor), -(4.0f * factor)});
+  // Below max_norm nothing changes.
+  spec.grad_clip = 10.0;
+  Optimizer unclipped(spec, cpu(), trainctl::Stream{}, kPairLayout, 0, 2);
+  parameters.set({0.0f, 0.0f});
+  unclipped.step(parameters.buffer.get(), gradient.buffer.get(), {}, squares.get(), 2, 1.0);
+  CHECK(parameters.get() == Pair{-3.0f, -4.0f});
+}
+
+TEST_CASE("a step writes the bf16 compute copy of what it steps, and leaves what follows the last group") {
+  // Three elements: "w" [2] and then one that no tensor names (the padding after a tensor).
+  const std::vector<trainctl::ParameterSlice> layout{{"w", {2}, 0, 2, true}};
+  Optimizer optimizer(adamw_spec(0.1), cpu(), trainctl::Stream{}, layout, 0, 3);
+  trainctl::DeviceBuffer<float> parameters(cpu(), 3), gradient(cpu(), 3);
+  const std::array<float, 3> values{1.0f, -2.0f, 7.0f}, gradients{0.5f, 0.25f, 1.0f};
+  parameters.upload(values.data(), 3);
+  gradient.upload(gradients.data(), 3);
+  std::array<trainctl::Bf16, 3> copy{};
+  copy[2].bits = 0x1234;
+  optimizer.step(parameters.get(), gradient.get(), copy.data(), nullptr, 0, 0.1);
+  std::array<float, 3> after{};
+  parameters.download(after.data(), 3);
+  CHECK(after[2] == 7.0f);
+  for (size_t i = 0; i < 2; ++i) CHECK(copy[i].bits == trainctl::to_bf16(after[i]).bits);
+  CHECK(copy[2].bits == 0x1234);
 }
 
 TEST_CASE("optimizers over two shards step exactly the values one over the whole buffer does (ZeRO-1)") {

@@ -1,11 +1,13 @@
-// Tests for the CPU reference's transformer ops (kernels/cpu/): embedding, LayerNorm, causal
-// attention, tanh GELU (bias_act with kGeluTanh), the residual add, and cross-entropy over a
-// vocabulary of 256 with one row per token. Each forward is compared with a double-precision
-// evaluation of its definition, and each backward with central finite differences of the
-// scalar loss L = sum(out * w) for fixed random weights w (so grad_out = w), the loss summed in
-// double and each input perturbed by +-h in float. Each comparison prints its worst element;
-// tolerances are abs + rel * |reference|. Ops whose gradients accumulate are shown to add to
-// what their outputs held; attention is shown to be causal.
+// Tests for the CPU reference's transformer ops (kernels/cpu/): embedding, LayerNorm (with the
+// residual add fused in), causal attention, tanh GELU (activation_forward with kGeluTanh), the
+// residual add, and cross-entropy over a vocabulary of 256 with one row per token, in place over
+// the logits. Each forward is compared with a double-precision evaluation of its definition, and
+// each backward with central finite differences of the scalar loss L = sum(out * w) for fixed
+// random weights w (so grad_out = w), the loss summed in double and each input perturbed by +-h
+// in float. Each comparison prints its worst element; tolerances are abs + rel * |reference|.
+// Ops whose gradients accumulate are shown to add to what their outputs held; attention is shown
+// to be causal. In bf16 each op is shown to compute in float on its widened inputs and round its
+// result once: bitwise the f32 op on the same values, rounded.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -24,6 +26,7 @@
 namespace {
 
 using trainctl::Activation;
+using trainctl::Bf16;
 
 constexpr trainctl::Stream kStream{};
 // Small shapes: every input element is perturbed, in well under a second.
@@ -112,6 +115,21 @@ std::vector<float> plus(const std::vector<float>& a, const std::vector<float>& b
   return sum;
 }
 
+std::vector<Bf16> to_bf16(const std::vector<float>& values) {
+  std::vector<Bf16> rounded(values.size());
+  for (size_t i = 0; i < values.size(); ++i) rounded[i] = trainctl::to_bf16(values[i]);
+  return rounded;
+}
+
+std::vector<float> to_floats(const std::vector<Bf16>& values) {
+  std::vector<float> widened(values.size());
+  for (size_t i = 0; i < values.size(); ++i) widened[i] = trainctl::to_float(values[i]);
+  return widened;
+}
+
+// What a bf16 tensor holding `values` rounded holds, widened again.
+std::vector<float> rounded(const std::vector<float>& values) { return to_floats(to_bf16(values)); }
+
 // Accumulated sums of a few float terms: within a few ulps of the prior contents plus the fresh
 // result.
 constexpr Tolerance kAccumulated{1e-6, 1e-6};
@@ -164,8 +182,8 @@ TEST_CASE("layernorm: forward normalizes each row and saves mean and rstd; backw
   std::vector<float> mean(kRows), rstd(kRows);
   auto forward = [&] {
     std::vector<float> out(kRows * kChannels);
-    cpu().norm->layernorm_forward(kStream, out.data(), mean.data(), rstd.data(), x.data(), weight.data(),
-                                  bias.data(), kRows, kChannels, eps);
+    cpu().norm->layernorm_forward(kStream, out.data(), mean.data(), rstd.data(), x.data(), {}, nullptr,
+                                  weight.data(), bias.data(), kRows, kChannels, eps);
     return out;
   };
   std::vector<double> expected(kRows * kChannels), expected_mean(kRows), expected_rstd(kRows);
@@ -184,7 +202,7 @@ TEST_CASE("layernorm: forward normalizes each row and saves mean and rstd; backw
 
   auto backward = [&](std::vector<float>& grad_x, std::vector<float>& grad_weight, std::vector<float>& grad_bias) {
     forward();
-    cpu().norm->layernorm_backward(kStream, grad_x.data(), grad_weight.data(), grad_bias.data(), weights.data(),
+    cpu().norm->layernorm_backward(kStream, grad_x.data(), {}, grad_weight.data(), grad_bias.data(), weights.data(),
                                    x.data(), weight.data(), mean.data(), rstd.data(), kRows, kChannels);
   };
   std::vector<float> grad_x(x.size(), 0.0f), grad_weight(kChannels, 0.0f), grad_bias(kChannels, 0.0f);
@@ -201,6 +219,45 @@ TEST_CASE("layernorm: forward normalizes each row and saves mean and rstd; backw
   check_close("layernorm grad_x accumulates", accumulated_x, plus(prior_x, grad_x), kAccumulated);
   check_close("layernorm grad_weight accumulates", accumulated_weight, plus(prior_weight, grad_weight), kAccumulated);
   check_close("layernorm grad_bias accumulates", accumulated_bias, plus(prior_bias, grad_bias), kAccumulated);
+
+  SUBCASE("the residual add fused in: x + add is written and normalized, bitwise as apart") {
+    const std::vector<float> add = random_values(x.size(), 17);
+    const std::vector<float> sum = plus(x, add);
+    std::vector<float> written(x.size()), fused(x.size()), fused_mean(kRows), fused_rstd(kRows);
+    cpu().norm->layernorm_forward(kStream, fused.data(), fused_mean.data(), fused_rstd.data(), x.data(), add.data(),
+                                  written.data(), weight.data(), bias.data(), kRows, kChannels, eps);
+    CHECK(written == sum);
+    x = sum;
+    CHECK(fused == forward());
+    CHECK(fused_mean == mean);
+    CHECK(fused_rstd == rstd);
+  }
+  SUBCASE("bf16: out rounded once, a bf16 add and grad_out widened, grad_x's copy after the accumulation") {
+    const std::vector<Bf16> add = to_bf16(random_values(x.size(), 18));
+    std::vector<float> written(x.size()), bf16_mean(kRows), bf16_rstd(kRows);
+    std::vector<Bf16> out(x.size());
+    cpu().norm->layernorm_forward(kStream, out.data(), bf16_mean.data(), bf16_rstd.data(), x.data(), add.data(),
+                                  written.data(), weight.data(), bias.data(), kRows, kChannels, eps);
+    x = plus(x, to_floats(add));
+    CHECK(written == x);
+    CHECK(to_floats(out) == rounded(forward()));
+    CHECK(bf16_mean == mean);
+
+    const std::vector<Bf16> grad_out = to_bf16(weights);
+    std::vector<float> grad_x = prior_x, grad_weight(kChannels, 0.0f), grad_bias(kChannels, 0.0f);
+    std::vector<Bf16> copy(x.size());
+    cpu().norm->layernorm_backward(kStream, grad_x.data(), copy.data(), grad_weight.data(), grad_bias.data(),
+                                   grad_out.data(), x.data(), weight.data(), mean.data(), rstd.data(), kRows,
+                                   kChannels);
+    std::vector<float> expected_x = prior_x, expected_weight(kChannels, 0.0f), expected_bias(kChannels, 0.0f);
+    const std::vector<float> widened = to_floats(grad_out);
+    cpu().norm->layernorm_backward(kStream, expected_x.data(), {}, expected_weight.data(), expected_bias.data(),
+                                   widened.data(), x.data(), weight.data(), mean.data(), rstd.data(), kRows,
+                                   kChannels);
+    CHECK(grad_x == expected_x);
+    CHECK(grad_weight == expected_weight);
+    CHECK(to_floats(copy) == rounded(grad_x));
+  }
 }
 
 namespace {
@@ -241,6 +298,24 @@ TEST_CASE("causal attention: forward against its definition, backward in q, k an
                                        kHeads);
     return out;
   };
+  SUBCASE("bf16: computed in float on the widened tensors, each result rounded once") {
+    const std::vector<float> qkv_values = rounded(qkv), weight_values = rounded(weights);
+    const std::vector<Bf16> qkv_bf16 = to_bf16(qkv), weights_bf16 = to_bf16(weights);
+    std::vector<Bf16> out_bf16(kRows * kChannels), grad_bf16(qkv.size());
+    std::vector<float> lse_bf16(lse.size());
+    cpu().attention->attention_forward(kStream, out_bf16.data(), lse_bf16.data(), qkv_bf16.data(), kBatch, kSeq,
+                                       kChannels, kHeads);
+    const std::vector<float> out_f32 = forward(qkv_values);
+    CHECK(to_floats(out_bf16) == rounded(out_f32));
+    CHECK(lse_bf16 == lse);
+    cpu().attention->attention_backward(kStream, grad_bf16.data(), weights_bf16.data(), qkv_bf16.data(),
+                                        out_bf16.data(), lse.data(), kBatch, kSeq, kChannels, kHeads);
+    std::vector<float> grad_f32(qkv.size());
+    const std::vector<float> out_values = to_floats(out_bf16);
+    cpu().attention->attention_backward(kStream, grad_f32.data(), weight_values.data(), qkv_values.data(),
+                                        out_values.data(), lse.data(), kBatch, kSeq, kChannels, kHeads);
+    CHECK(to_floats(grad_bf16) == rounded(grad_f32));
+  }
   std::vector<double> expected, expected_lse;
   reference_attention(qkv, expected, expected_lse);
   const std::vector<float> out = forward(qkv);
@@ -274,50 +349,44 @@ TEST_CASE("causal attention: forward against its definition, backward in q, k an
         std::vector<float>(out.begin() + kSeq * kChannels, out.end()));
 }
 
-TEST_CASE("tanh GELU: bias_act with kGeluTanh, in place or not, and its backward in z and bias") {
+TEST_CASE("tanh GELU: activation_forward with kGeluTanh, in place or not, its backward, and in bf16") {
   // Wide enough to reach the tails, where tanh saturates.
-  std::vector<float> z = random_values(kRows * kChannels, 30, 4.0f), bias = random_values(kChannels, 31);
+  std::vector<float> z = random_values(kRows * kChannels, 30, 4.0f);
   const std::vector<float> weights = random_values(kRows * kChannels, 32);
-  // bias_act_forward adds the bias into its z: each call gets a copy.
-  auto forward = [&](std::vector<float>& pre_activation) {
-    pre_activation = z;
+  const auto n = static_cast<int64_t>(z.size());
+  auto forward = [&] {
     std::vector<float> out(z.size());
-    cpu().elementwise.bias_act_forward(kStream, pre_activation.data(), bias.data(), out.data(), kRows, kChannels,
-                                       Activation::kGeluTanh);
+    cpu().elementwise.activation_forward(kStream, out.data(), z.data(), n, Activation::kGeluTanh);
     return out;
   };
-  std::vector<float> pre_activation;
-  const std::vector<float> out = forward(pre_activation);
-  std::vector<float> bias_per_element(z.size());
-  for (size_t i = 0; i < z.size(); ++i) bias_per_element[i] = bias[i % kChannels];
+  const std::vector<float> out = forward();
   std::vector<double> expected(z.size());
   for (size_t i = 0; i < z.size(); ++i) {
-    const double x = static_cast<double>(z[i] + bias_per_element[i]);
+    const double x = static_cast<double>(z[i]);
     expected[i] = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
   }
   check_close("gelu_tanh forward", out, expected, {1e-7, 1e-6});
-  CHECK(pre_activation == plus(z, bias_per_element));
 
   std::vector<float> in_place = z;
-  cpu().elementwise.bias_act_forward(kStream, in_place.data(), bias.data(), in_place.data(), kRows, kChannels,
-                                     Activation::kGeluTanh);
+  cpu().elementwise.activation_forward(kStream, in_place.data(), in_place.data(), n, Activation::kGeluTanh);
   CHECK(in_place == out);
 
-  auto backward = [&](std::vector<float>& grad_z, std::vector<float>& grad_bias) {
-    cpu().elementwise.bias_act_backward(kStream, weights.data(), pre_activation.data(), out.data(), grad_z.data(),
-                                        grad_bias.data(), kRows, kChannels, Activation::kGeluTanh);
-  };
-  std::vector<float> grad_z(z.size()), grad_bias(kChannels, 0.0f);
-  backward(grad_z, grad_bias);
-  std::vector<float> scratch;
-  auto loss = [&] { return weighted_sum(forward(scratch), weights); };
-  check_gradient("gelu_tanh z", z, grad_z, loss, kFiniteDifferences);
-  check_gradient("gelu_tanh bias", bias, grad_bias, loss, kFiniteDifferences);
+  std::vector<float> grad_z(z.size());
+  cpu().elementwise.activation_backward(kStream, grad_z.data(), weights.data(), z.data(), out.data(), n,
+                                        Activation::kGeluTanh);
+  check_gradient("gelu_tanh z", z, grad_z, [&] { return weighted_sum(forward(), weights); }, kFiniteDifferences);
 
-  const std::vector<float> prior_bias = random_values(kChannels, 33);
-  std::vector<float> accumulated_bias = prior_bias;
-  backward(grad_z, accumulated_bias);
-  check_close("gelu_tanh grad_bias accumulates", accumulated_bias, plus(prior_bias, grad_bias), kAccumulated);
+  const std::vector<Bf16> z_bf16 = to_bf16(z), weights_bf16 = to_bf16(weights);
+  std::vector<Bf16> out_bf16(z.size()), grad_bf16(z.size());
+  cpu().elementwise.activation_forward(kStream, out_bf16.data(), z_bf16.data(), n, Activation::kGeluTanh);
+  z = rounded(z);
+  CHECK(to_floats(out_bf16) == rounded(forward()));
+  cpu().elementwise.activation_backward(kStream, grad_bf16.data(), weights_bf16.data(), z_bf16.data(),
+                                        out_bf16.data(), n, Activation::kGeluTanh);
+  const std::vector<float> weight_values = to_floats(weights_bf16), out_values = to_floats(out_bf16);
+  cpu().elementwise.activation_backward(kStream, grad_z.data(), weight_values.data(), z.data(), out_values.data(), n,
+                                        Activation::kGeluTanh);
+  CHECK(to_floats(grad_bf16) == rounded(grad_z));
 }
 
 TEST_CASE("residual add: out = a + b, into a third buffer or onto an input") {
@@ -341,17 +410,22 @@ TEST_CASE("residual add: out = a + b, into a third buffer or onto an input") {
   check_gradient("add b", b, weights, loss, kFiniteDifferences);
 }
 
-TEST_CASE("cross-entropy over a vocabulary of 256, one row per token") {
+TEST_CASE("cross-entropy over a vocabulary of 256, one row per token, its gradient over the logits") {
   const int64_t vocab = 256;
   std::vector<float> logits = random_values(kRows * vocab, 50, 3.0f);
   const std::vector<int32_t> labels = random_tokens(kRows, 51, static_cast<int32_t>(vocab));
   // The mean over tokens, as the model's loss is.
   const float grad_scale = 1.0f / kRows;
-  auto loss_of = [&](float* grad_logits, int64_t* correct) {
+  // The loss of `logits` (left as they are), and in `gradient` the gradient over a copy of them.
+  auto loss_of = [&](std::vector<float>* gradient, int64_t* correct) {
     double loss_sum = 0.0;
     int64_t hits = 0;
-    cpu().loss.softmax_cross_entropy(kStream, logits.data(), labels.data(), grad_logits, kRows, vocab, vocab,
-                                     grad_scale, &loss_sum, correct != nullptr ? correct : &hits);
+    std::vector<float> in_place = logits;
+    cpu().loss.softmax_cross_entropy(kStream, in_place.data(), labels.data(), kRows, vocab, vocab,
+                                     gradient != nullptr ? std::optional<float>(grad_scale) : std::nullopt,
+                                     &loss_sum, &hits);
+    if (gradient != nullptr) *gradient = in_place;
+    if (correct != nullptr) *correct = hits;
     return loss_sum;
   };
   std::vector<double> expected_loss(1, 0.0);
@@ -367,40 +441,62 @@ TEST_CASE("cross-entropy over a vocabulary of 256, one row per token") {
     expected_loss[0] += std::log(sum) - row[labels[r]];
     expected_correct += argmax == labels[r] ? 1 : 0;
   }
-  std::vector<float> grad_logits(logits.size());
+  std::vector<float> grad_logits;
   int64_t correct = -1;
-  const double loss_sum = loss_of(grad_logits.data(), &correct);
+  const double loss_sum = loss_of(&grad_logits, &correct);
   // The op subtracts the row's max in float before its double exp: float rounding of the logits.
   check_close("cross-entropy loss_sum", std::vector<double>{loss_sum}, expected_loss, {0.0, 1e-7});
   CHECK(correct == expected_correct);
-  // Evaluation (no gradient) gives the same loss.
-  CHECK(loss_of(nullptr, nullptr) == loss_sum);
+  // Evaluation (no gradient, the logits left alone) gives the same loss.
+  std::vector<float> untouched = logits;
+  double eval_loss = 0.0;
+  int64_t eval_correct = 0;
+  cpu().loss.softmax_cross_entropy(kStream, untouched.data(), labels.data(), kRows, vocab, vocab, std::nullopt,
+                                   &eval_loss, &eval_correct);
+  CHECK(eval_loss == loss_sum);
+  CHECK(untouched == logits);
   check_gradient("cross-entropy logits", logits, grad_logits, [&] { return grad_scale * loss_of(nullptr, nullptr); },
                  kFiniteDifferences);
+
+  // The totals accumulate over calls (micro-batches), and bf16 logits are read widened and their
+  // gradient rounded once.
+  double totals = 1.5;
+  int64_t hits = 2;
+  std::vector<Bf16> logits_bf16 = to_bf16(logits);
+  cpu().loss.softmax_cross_entropy(kStream, logits_bf16.data(), labels.data(), kRows, vocab, vocab, grad_scale,
+                                   &totals, &hits);
+  const std::vector<float> widened = rounded(logits);
+  std::vector<float> gradient_f32 = widened;
+  double widened_loss = 0.0;
+  int64_t widened_correct = 0;
+  cpu().loss.softmax_cross_entropy(kStream, gradient_f32.data(), labels.data(), kRows, vocab, vocab, grad_scale,
+                                   &widened_loss, &widened_correct);
+  CHECK(totals == 1.5 + widened_loss);
+  CHECK(hits == 2 + widened_correct);
+  CHECK(to_floats(logits_bf16) == rounded(gradient_f32));
 }
 
 TEST_CASE("cross-entropy over a padded vocabulary: the padding takes no probability and no gradient") {
   // GPT-2's vocabulary is padded from 50257 to 50304 for the GEMMs; 61 padded to 64 here.
   const int64_t vocab = 61, padded = 64;
-  const std::vector<float> logits = random_values(kRows * vocab, 52, 3.0f);
+  std::vector<float> logits = random_values(kRows * vocab, 52, 3.0f);
   const std::vector<int32_t> labels = random_tokens(kRows, 53, static_cast<int32_t>(vocab));
-  // The padded rows hold what no logit may become: were they read, the loss would show it.
+  // The padded columns hold what no logit may become: were they read, the loss would show it.
   std::vector<float> padded_logits(static_cast<size_t>(kRows * padded), std::numeric_limits<float>::quiet_NaN());
   for (int64_t r = 0; r < kRows; ++r)
     std::copy_n(logits.begin() + r * vocab, vocab, padded_logits.begin() + r * padded);
   const float grad_scale = 1.0f / kRows;
   double loss = 0.0, padded_loss = 0.0;
   int64_t correct = 0, padded_correct = 0;
-  std::vector<float> grad(logits.size()), padded_grad(padded_logits.size(), 1.0f);
-  cpu().loss.softmax_cross_entropy(kStream, logits.data(), labels.data(), grad.data(), kRows, vocab, vocab, grad_scale,
-                                   &loss, &correct);
-  cpu().loss.softmax_cross_entropy(kStream, padded_logits.data(), labels.data(), padded_grad.data(), kRows, vocab,
-                                   padded, grad_scale, &padded_loss, &padded_correct);
+  cpu().loss.softmax_cross_entropy(kStream, logits.data(), labels.data(), kRows, vocab, vocab, grad_scale, &loss,
+                                   &correct);
+  cpu().loss.softmax_cross_entropy(kStream, padded_logits.data(), labels.data(), kRows, vocab, padded, grad_scale,
+                                   &padded_loss, &padded_correct);
   CHECK(padded_loss == loss);
   CHECK(padded_correct == correct);
   for (int64_t r = 0; r < kRows; ++r)
     for (int64_t c = 0; c < padded; ++c) {
-      const float expected = c < vocab ? grad[static_cast<size_t>(r * vocab + c)] : 0.0f;
-      CHECK(padded_grad[static_cast<size_t>(r * padded + c)] == expected);
+      const float expected = c < vocab ? logits[static_cast<size_t>(r * vocab + c)] : 0.0f;
+      CHECK(padded_logits[static_cast<size_t>(r * padded + c)] == expected);
     }
 }
