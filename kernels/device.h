@@ -96,8 +96,8 @@ Gemm dense_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_
 // where it is 0 (device arrays of `groups` entries). The gradient is clipped first, as
 // torch.nn.utils.clip_grad_norm_ does: with max_norm > 0 and norm = sqrt(the sum of
 // shard_squares[0, shards) in order), it is multiplied by max_norm / (norm + 1e-6) where that is
-// below 1 (shard_squares: device doubles, sum_squares's results). Where compute_copy is given (the
-// bf16 copy the GEMMs read), the step writes it too, in the same pass.
+// below 1 (shard_squares: device doubles, the optimizer family's sums of squares). Where
+// compute_copy is given (the bf16 copy the GEMMs read), the step writes it too, in the same pass.
 struct ParameterUpdate {
   float* parameters = nullptr;
   const float* gradients = nullptr;

@@ -49,7 +49,7 @@ Value lane_sum(int64_t n, Term term) {
 
 // A parameter gradient summed over a call's rows (a bias, a LayerNorm weight) is collected in
 // this zeroed scratch first and added to the gradient once (add_column_sums): each micro-batch
-// contributes one partial sum, so 1 rank x grad_accum 2 and 2 ranks x grad_accum 1 add the same
+// contributes one partial sum, so 1 rank x grad_accum 2 and 2 ranks x grad_accum 1 sum the same
 // partial sums in the same order, and a small sum is never rounded against a large running one.
 // `slot` tells apart the scratches one op uses at once.
 float* zeroed_column_sums(int slot, int64_t cols);

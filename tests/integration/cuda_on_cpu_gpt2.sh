@@ -51,4 +51,43 @@ for device in cpu cuda; do
   done
 done
 echo "recompute: bitwise the same curves and weights on both devices, in fp32 and bf16"
+
+final_loss() { grep '"step":50,"loss"' "$1/metrics.jsonl" | sed -E 's/.*"loss":([-0-9.e+]+).*/\1/'; }
+python3 - "$(final_loss runs/cuda-fp32-recompute-false)" "$(final_loss runs/cuda-bf16-recompute-false)" <<'PY' ||
+import sys
+fp32, bf16 = map(float, sys.argv[1:])
+print(f"final loss on CUDA: fp32 {fp32:.6f}, bf16 {bf16:.6f} ({(bf16 - fp32) / fp32:+.3%})")
+sys.exit(0 if abs(bf16 - fp32) <= 0.02 * fp32 else 1)
+PY
+  fail "bf16's final loss is not within 2% of fp32's"
+
+# bf16 on CUDA, stopped by a signal after step 25 and resumed: bitwise the uninterrupted run.
+write_config stopped.toml stopped "${gpt2[@]}" train.precision='"bf16"' train.device='"cuda"' job.gpus_per_node=1
+if TRAINCTL_TEST_SIGNAL_AT_STEP=25 "$TRAINCTL" run stopped.toml >stopped.log 2>&1; then fail "no stop at step 25"; fi
+"$TRAINCTL" run stopped.toml --resume >resumed.log 2>&1 || fail "the resume failed: $(cat resumed.log)"
+grep -q '"step":25,"event":"resume"' runs/stopped/metrics.jsonl || fail "did not resume at step 25"
+"$TRAINCTL" ckpt diff "$(checkpoint_of runs/cuda-bf16-recompute-false 50)" "$(checkpoint_of runs/stopped 50)" ||
+  fail "bf16 on CUDA, stopped and resumed, does not end bitwise as the uninterrupted run"
+echo "bf16 on CUDA: stopped at 25 and resumed, bitwise the uninterrupted run"
+
+# bf16 on 2 CUDA ranks (NCCL over MPI) with ZeRO-1 and sharded asynchronous checkpoints: stopped
+# and resumed, bitwise the uninterrupted run; within 2e-2 of the same on the CPU device.
+if [ "$TRAINCTL_HAVE_MPI" = 1 ]; then
+  zero=("${gpt2[@]}" job.ranks_per_node=2 train.micro_batch=2 train.precision='"bf16"' train.zero=1
+    checkpoint.every_steps=10 checkpoint.async=true)
+  write_config zero.toml zero "${zero[@]}" train.device='"cuda"' job.gpus_per_node=2
+  write_config zero_stopped.toml zero-stopped "${zero[@]}" train.device='"cuda"' job.gpus_per_node=2
+  write_config zero_cpu.toml zero-cpu "${zero[@]}"
+  "$TRAINCTL" run zero.toml --ranks 2 >zero.log 2>&1 || fail "ZeRO-1 bf16 on CUDA: $(cat zero.log)"
+  "$TRAINCTL" run zero_cpu.toml --ranks 2 >zero_cpu.log 2>&1 || fail "ZeRO-1 bf16 on the CPU: $(cat zero_cpu.log)"
+  if TRAINCTL_TEST_SIGNAL_AT_STEP=25 "$TRAINCTL" run zero_stopped.toml --ranks 2 >zero_stopped.log 2>&1; then
+    fail "ZeRO-1 bf16 on CUDA: no stop at step 25"
+  fi
+  "$TRAINCTL" run zero_stopped.toml --ranks 2 --resume >zero_resumed.log 2>&1 ||
+    fail "ZeRO-1 bf16 on CUDA: the resume failed: $(cat zero_resumed.log)"
+  "$TRAINCTL" ckpt diff "$(checkpoint_of runs/zero 50)" "$(checkpoint_of runs/zero-stopped 50)" ||
+    fail "ZeRO-1 bf16 on CUDA, stopped and resumed, does not end bitwise as the uninterrupted run"
+  compare_curves runs/zero-cpu runs/zero --tolerance 2e-2 --steps 50 || fail "ZeRO-1 bf16: CUDA is off the CPU's curve"
+  echo "bf16 on 2 CUDA ranks with ZeRO-1 and asynchronous checkpoints: resumed bitwise; on the CPU's curve"
+fi
 echo "PASS"
