@@ -18,13 +18,17 @@
 //   cuBLASLt: every transpose, padded leading dimensions, strided batches (stride 0 too), alpha
 //   and beta, C apart from D, bf16 operands, against a naive column-major product of small
 //   integers (exact in fp32, so bitwise); a pointer less aligned than its plan assumed, shapes
-//   that do not fit, and an epilogue are refused. NCCL refuses to start without MPI.
+//   that do not fit, and an epilogue are refused.
+//   Activity (activity.h): launches, matmuls, host syncs and upload waits of a known sequence,
+//   refused calls counting nothing; the peak of device memory held. NCCL refuses to start
+//   without MPI.
 // A plain program (no test framework): the module that links cuda_on_cpu must have no
 // thread-local storage besides the kernels' shared memory (kernel_api.h), which a framework's
 // would break. Exits 0 when every check passes, 1 otherwise.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <cuda_on_cpu/activity.h>
 #include <nccl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -584,6 +588,94 @@ void test_cublaslt() {
   cudaDeviceSynchronize();
 }
 
+// --- activity -----------------------------------------------------------------------------------
+
+void test_activity() {
+  using cuda_on_cpu::Activity;
+  using cuda_on_cpu::activity;
+  // Every earlier group freed what it allocated, so that the peak grows by what is held at once.
+  const int64_t peak = activity().peak_device_bytes;
+  void *first = nullptr, *second = nullptr, *third = nullptr;
+  const auto bytes = static_cast<size_t>(peak + 1000);
+  cudaMalloc(&first, bytes);
+  cudaMalloc(&second, 3000);
+  cudaFree(first);
+  cudaMalloc(&third, bytes + 500);
+  cudaFree(second);
+  cudaFree(third);
+  check(activity().peak_device_bytes == peak + 1000 + 3000 + 500,
+        "peak_device_bytes: the most cudaMalloc'd bytes held at once (" + std::to_string(activity().peak_device_bytes) +
+            " after holding " + std::to_string(bytes) + ", then 3000 and " + std::to_string(bytes + 500) + ")");
+
+  cudaStream_t stream = nullptr, gone = nullptr;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&gone, cudaStreamNonBlocking);
+  cudaStreamDestroy(gone);
+  cudaEvent_t event = nullptr;
+  cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+  DeviceArray<float> device(64), other(64);
+  std::vector<float> pinned(64), pageable(64);
+  cudaHostRegister(pinned.data(), pinned.size() * sizeof(float), cudaHostRegisterDefault);
+  const size_t size = device.bytes();
+  cublasLtHandle_t handle = nullptr;
+  cublasLtCreate(&handle);
+  Plan plan;
+  cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  plan.a = make_layout(CUDA_R_32F, {8, 8, 8, 1, 0});
+  cublasLtMatmulPreference_t preference = nullptr;
+  cublasLtMatmulPreferenceCreate(&preference);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.a, plan.a, plan.a, plan.a, preference, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  const float one = 1.0f;
+  const auto matmul = [&](cudaStream_t on) {
+    return cublasLtMatmul(handle, plan.desc, &one, device.get(), plan.a, device.get(), plan.a, &one, other.get(),
+                          plan.a, other.get(), plan.a, &result.algo, nullptr, 0, on);
+  };
+  cudaGetLastError();
+
+  const Activity before = activity();
+  launch(1, 32, stream, fill, device.get(), 1.0f, 64);                                 // launch 1
+  cudaMemsetAsync(other.get(), 0, size, stream);                                       // launch 2
+  cudaMemcpyAsync(other.get(), device.get(), size, cudaMemcpyDeviceToDevice, stream);  // launch 3
+  cudaMemcpyAsync(device.get(), pinned.data(), size, cudaMemcpyHostToDevice, stream);  // an upload
+  cudaStreamSynchronize(stream);                                                       // upload wait 1
+  cudaMemcpyAsync(device.get(), pinned.data(), size, cudaMemcpyHostToDevice, stream);  // an upload
+  cudaEventRecord(event, stream);
+  launch(1, 32, stream, fill, other.get(), 2.0f, 64);  // launch 4, after the event
+  cudaEventSynchronize(event);                         // upload wait 2: what the event follows
+  cudaStreamSynchronize(stream);                       // host sync 1: the launch last
+  cudaStreamSynchronize(stream);                       // host sync 2: nothing pending
+  matmul(stream);                                      // blas call 1
+  cudaMemcpyAsync(pageable.data(), other.get(), size, cudaMemcpyDeviceToHost, stream);  // host sync 3
+  cudaMemcpyAsync(pinned.data(), other.get(), size, cudaMemcpyDeviceToHost, stream);    // queued download
+  cudaMemcpyAsync(pinned.data(), pageable.data(), size, cudaMemcpyHostToHost, stream);  // host sync 4
+  cudaDeviceSynchronize();                                                              // host sync 5
+  cudaEventRecord(event, stream);
+  cudaEventSynchronize(event);  // host sync 6
+  // Refused before they queue or wait: none counts.
+  launch(1, 1025, stream, fill, device.get(), 1.0f, 64);
+  cudaStreamSynchronize(gone);
+  cudaMemcpyAsync(pageable.data(), other.get(), size + 4, cudaMemcpyDeviceToHost, stream);
+  cudaMemsetAsync(other.get(), 0, 0, stream);
+  matmul(gone);
+  const Activity after = activity();
+  const auto delta = [](int64_t later, int64_t earlier) { return std::to_string(later - earlier); };
+  check(after.kernel_launches - before.kernel_launches == 4 && after.blas_calls - before.blas_calls == 1 &&
+            after.host_syncs - before.host_syncs == 6 && after.upload_waits - before.upload_waits == 2,
+        "activity: 4 launches (a kernel, a memset, a device-to-device copy, a kernel), 1 matmul, 6 host syncs, "
+        "2 upload waits; refused calls count nothing (got " +
+            delta(after.kernel_launches, before.kernel_launches) + ", " + delta(after.blas_calls, before.blas_calls) +
+            ", " + delta(after.host_syncs, before.host_syncs) + ", " + delta(after.upload_waits, before.upload_waits) +
+            ")");
+  cudaGetLastError();
+  cudaEventDestroy(event);
+  cudaStreamDestroy(stream);
+  cudaHostUnregister(pinned.data());
+  cublasLtDestroy(handle);
+}
+
 void test_nccl_needs_mpi() {
   ncclUniqueId id{};
   ncclComm_t comm = nullptr;
@@ -602,6 +694,7 @@ int main() {
   test_streams_and_copies();
   test_devices();
   test_cublaslt();
+  test_activity();
   test_nccl_needs_mpi();
   std::printf("%d checks, %d failed\n", checks, failures);
   return failures == 0 && checks > 0 ? 0 : 1;
