@@ -32,7 +32,8 @@
 //   without MPI.
 // A plain program (no test framework): the module that links cuda_on_cpu must have no
 // thread-local storage besides the kernels' shared memory (kernel_api.h), which a framework's
-// would break. Exits 0 when every check passes, 1 otherwise.
+// would break. `--only GROUP` runs one group (kGroups). Exits 0 when every check passes, 1
+// otherwise.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -1081,21 +1082,42 @@ void test_nccl_needs_mpi() {
         "NCCL over MPI refuses to start before MPI_Init: ncclInvalidUsage");
 }
 
+// The groups, each runnable alone (--only NAME).
+struct Group {
+  const char* name;
+  void (*run)();
+};
+
+constexpr Group kGroups[] = {
+    {"schedules", test_schedules},
+    {"barriers", test_barriers_and_shared_memory},
+    {"warps", test_warp_operations},
+    {"deadlocks", test_deadlocks},
+    {"launches", test_launch_checks},
+    {"streams", test_streams_and_copies},
+    {"devices", test_devices},
+    {"cublaslt", test_cublaslt},
+    {"epilogues", test_cublaslt_epilogues},
+    {"epilogue_refusals", test_cublaslt_epilogue_refusals},
+    {"activity", test_activity},
+    {"nccl", test_nccl_needs_mpi},
+};
+
 }  // namespace
 
-int main() {
-  test_schedules();
-  test_barriers_and_shared_memory();
-  test_warp_operations();
-  test_deadlocks();
-  test_launch_checks();
-  test_streams_and_copies();
-  test_devices();
-  test_cublaslt();
-  test_cublaslt_epilogues();
-  test_cublaslt_epilogue_refusals();
-  test_activity();
-  test_nccl_needs_mpi();
+int main(int argc, char** argv) {
+  const std::string only = argc == 3 && std::string(argv[1]) == "--only" ? argv[2] : "";
+  if (argc != 1 && only.empty()) {
+    std::fprintf(stderr, "usage: %s [--only GROUP]\n", argv[0]);
+    return 2;
+  }
+  bool found = only.empty();
+  for (const Group& group : kGroups) {
+    if (!only.empty() && only != group.name) continue;
+    found = true;
+    group.run();
+  }
+  if (!found) check(false, "--only " + only + ": no such group");
   std::printf("%d checks, %d failed\n", checks, failures);
   return failures == 0 && checks > 0 ? 0 : 1;
 }
