@@ -39,6 +39,7 @@ struct DeviceState {
   CUstream_st legacy_stream;
   cudaError_t sticky = cudaSuccess;
   std::map<std::thread::id, HostThread> host_threads;
+  std::map<const void*, size_t> max_dynamic_shared;  // by kernel, those that opted in
   int64_t device_bytes = 0;  // held now (cudaMalloc)
   Activity activity;
 };
@@ -140,6 +141,16 @@ cudaError_t unregister_host(void* host) {
   allocations.erase(found);
   return cudaSuccess;
 }
+
+// --- kernels' shared memory ------------------------------------------------------------------
+
+size_t max_dynamic_shared(const void* kernel) {
+  const auto& allowances = state().max_dynamic_shared;
+  const auto found = allowances.find(kernel);
+  return found != allowances.end() ? found->second : kDefaultMaxDynamicShared;
+}
+
+void set_max_dynamic_shared(const void* kernel, size_t bytes) { state().max_dynamic_shared[kernel] = bytes; }
 
 // --- devices --------------------------------------------------------------------------------
 
@@ -302,11 +313,14 @@ std::string describe_code(const void* address, CodeAddress kind) {
     while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) lines += buffer;
     pclose(pipe);
     // Pairs of lines (function, file:line), innermost first: the call's place is the first that
-    // is not inside an intrinsic of kernel_api.h, which kernels inline.
+    // is not inside an intrinsic, which kernels inline: kernel_api.h's, or the tensor-core
+    // instructions' of kernels/cuda/tensor_cores.cuh.
     std::istringstream pairs(lines);
     for (std::string function, location; std::getline(pairs, function) && std::getline(pairs, location);) {
       if (function == "??") break;
-      if (location.find("cuda_on_cpu/kernel_api.h") != std::string::npos) continue;
+      if (location.find("cuda_on_cpu/kernel_api.h") != std::string::npos ||
+          location.find("cuda/tensor_cores.cuh") != std::string::npos)
+        continue;
       described = function + " (" + location + ")";
       break;
     }

@@ -1,8 +1,8 @@
 // The CPU implementation's device: its memory (host memory, each allocation recorded so that
 // copies, kernel arguments and cuBLASLt operands can be checked against it), its streams (queues
 // of work that run only when something waits for them, so that work ordered on the wrong stream
-// shows as a wrong result), events, errors (the sticky kind a faulting kernel leaves behind), and
-// the counts of what it did (activity.h).
+// shows as a wrong result), events, errors (the sticky kind a faulting kernel leaves behind), the
+// kernels' allowances of dynamic shared memory, and the counts of what it did (activity.h).
 // One lock guards all of it (every caller holds device_mutex()); whoever drains a stream runs
 // its work while holding it.
 #pragma once
@@ -58,6 +58,15 @@ void* allocate_device(size_t bytes);
 bool release_device(void* pointer);
 cudaError_t register_host(void* host, size_t bytes);
 cudaError_t unregister_host(void* host);
+
+// --- kernels' shared memory ------------------------------------------------------------------
+// The dynamic shared memory a launch may ask for (compute capability 9.0, an H100's or H200's):
+// 48 KiB, or up to 227 KiB where the kernel opted in (cudaFuncAttributeMaxDynamicSharedMemorySize).
+constexpr size_t kDefaultMaxDynamicShared = 48 << 10;
+constexpr size_t kMaxDynamicSharedOptIn = 232448;
+// What the launches of `kernel` may ask for: kDefaultMaxDynamicShared, or what its attribute says.
+size_t max_dynamic_shared(const void* kernel);
+void set_max_dynamic_shared(const void* kernel, size_t bytes);
 
 // --- devices: the fake GPUs CUDA_VISIBLE_DEVICES names ----------------------------------------
 // The visible devices: as many as CUDA_VISIBLE_DEVICES lists (each entry an index below the

@@ -84,7 +84,10 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* properties, int device) {
   properties->uuid.bytes[15] = static_cast<char>(physical);
   properties->pciBusID = physical;
   properties->totalGlobalMem = size_t{80} << 30;
-  properties->sharedMemPerBlock = 48 << 10;
+  properties->sharedMemPerBlock = kDefaultMaxDynamicShared;
+  properties->sharedMemPerBlockOptin = kMaxDynamicSharedOptIn;
+  properties->sharedMemPerMultiprocessor = 228 << 10;
+  properties->reservedSharedMemPerBlock = 1 << 10;
   properties->warpSize = 32;
   properties->maxThreadsPerBlock = 1024;
   properties->maxThreadsDim[0] = properties->maxThreadsDim[1] = 1024;
@@ -95,6 +98,17 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* properties, int device) {
   properties->minor = 0;
   properties->multiProcessorCount = 132;
   properties->unifiedAddressing = 1;
+  return cudaSuccess;
+}
+
+// Only the attribute kernels here set: how much dynamic shared memory the kernel's launches may ask
+// for, up to the device's opt-in limit (cudaErrorInvalidValue above it, as the driver answers).
+cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attribute, int value) {
+  CUDA_ON_CPU_ENTER;
+  if (kernel == nullptr) return record(cudaErrorInvalidDeviceFunction);
+  if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize) return record(cudaErrorNotSupported);
+  if (value < 0 || static_cast<size_t>(value) > kMaxDynamicSharedOptIn) return record(cudaErrorInvalidValue);
+  set_max_dynamic_shared(kernel, static_cast<size_t>(value));
   return cudaSuccess;
 }
 
@@ -271,6 +285,7 @@ constexpr ErrorText kErrorTexts[] = {
     {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
     {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
     {cudaErrorIllegalAddress, "cudaErrorIllegalAddress", "an illegal memory access was encountered"},
+    {cudaErrorMisalignedAddress, "cudaErrorMisalignedAddress", "misaligned address"},
     {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
     {cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered",
      "part or all of the requested memory range is already mapped"},

@@ -19,6 +19,10 @@
 #   Nothing is put on LD_LIBRARY_PATH: PyTorch, in the same call, keeps its own CUDA libraries.
 #
 # Steps, with the time each took on one H200 (2026-11-26, the first GPU run), and its limit:
+#   tensorcores  the tensor-core instructions of kernels/cuda/tensor_cores.cuh (mma, ldmatrix,
+#                cp.async, dynamic shared memory) against exact references (test_tensor_cores):
+#                the check of the fragment layouts cuda_on_cpu emulates; run it first
+#                                                                         (not yet run), 1 min
 #   kernels      every CUDA op against its CPU reference (test_cuda_kernels)        3 s, 3 min
 #   large        the same at the benchmark's shapes (test_cuda_kernels --large)   241 s, 7 min
 #   memcheck     test_cuda_kernels under compute-sanitizer memcheck                 3 s, 8 min
@@ -56,6 +60,7 @@
 # first lent GPU's 15 minutes (a start took about 30 s):
 #   1. scripts/gpu_check.sh kernels fp32 bf16 gpt2 sigterm crossdevice gpt2bench memcheck bench
 #                                                           correctness, sanitizer, speed: 206 s
+#      (tensorcores, added since, goes first)
 #   2. scripts/gpu_check.sh racecheck large                          the benchmark's shapes: 266 s
 #   3. scripts/gpu_check.sh profile                                  where the GPU time goes
 # DEVICE=cpu runs the training steps on the CPU alone, at a small size, and skips the others: a
@@ -66,19 +71,20 @@ self=$PWD/scripts/gpu_check.sh
 pack_build=${PACK_BUILD_DIR:-build-gpu-pack}
 
 # Step limits in seconds.
-declare -A step_limit=([kernels]=180 [large]=420 [memcheck]=480 [racecheck]=480 [fp32]=240 [bf16]=180
+declare -A step_limit=([tensorcores]=60 [kernels]=180 [large]=420 [memcheck]=480 [racecheck]=480 [fp32]=240 [bf16]=180
   [gpt2]=300 [sigterm]=240 [crossdevice]=240 [bench]=480 [gpt2bench]=480 [profile]=300)
-all_steps=(kernels large memcheck racecheck fp32 bf16 gpt2 sigterm crossdevice bench gpt2bench profile)
+all_steps=(tensorcores kernels large memcheck racecheck fp32 bf16 gpt2 sigterm crossdevice bench gpt2bench profile)
 
 if [ "${1:-}" = --pack ]; then
   set -e
   export PATH="$PATH:/usr/local/cuda/bin"
   [ -f "$pack_build/build.ninja" ] ||
     meson setup "$pack_build" -Dcuda=enabled -Dmpi=disabled -Dnccl=disabled -Dcuda-on-cpu=disabled >/dev/null
-  ninja -C "$pack_build" cli/trainctl runtime/trainctl-runtime tests/test_cuda_kernels kernels/libtrainctl-cuda.so \
-    >/dev/null
+  ninja -C "$pack_build" cli/trainctl runtime/trainctl-runtime tests/test_cuda_kernels tests/test_tensor_cores \
+    kernels/libtrainctl-cuda.so >/dev/null
   rm -rf gpu-pack && mkdir -p gpu-pack/bin gpu-pack/lib
-  packed=("$pack_build/cli/trainctl" "$pack_build/runtime/trainctl-runtime" "$pack_build/tests/test_cuda_kernels")
+  packed=("$pack_build/cli/trainctl" "$pack_build/runtime/trainctl-runtime" "$pack_build/tests/test_cuda_kernels"
+    "$pack_build/tests/test_tensor_cores")
   cp "${packed[@]}" gpu-pack/bin/
   cp "$pack_build/kernels/libtrainctl-cuda.so" gpu-pack/lib/
   packed+=("$pack_build/kernels/libtrainctl-cuda.so")
@@ -196,6 +202,11 @@ what, expected, actual, tolerance = sys.argv[1], float(sys.argv[2]), float(sys.a
 relative = abs(actual - expected) / abs(expected)
 print(f"{what}: {actual:.9g} against {expected:.9g}, relative {relative:.3g} (tolerance {tolerance:g})")
 sys.exit(0 if relative <= tolerance else 1)' "$@" "$fp32_tolerance"
+}
+
+step_tensorcores() {
+  needs_gpu
+  "$tensor_core_test"
 }
 
 step_kernels() {
@@ -506,9 +517,10 @@ else
   programs=$PWD/build
   revision="build/ of $(git describe --always --dirty --abbrev=12 2>/dev/null || echo 'an unknown revision')"
 fi
-export trainctl=$programs/trainctl kernel_test=$programs/test_cuda_kernels
+export trainctl=$programs/trainctl kernel_test=$programs/test_cuda_kernels tensor_core_test=$programs/test_tensor_cores
 [ -x "$trainctl" ] || trainctl=$programs/cli/trainctl
 [ -x "$kernel_test" ] || kernel_test=$programs/tests/test_cuda_kernels
+[ -x "$tensor_core_test" ] || tensor_core_test=$programs/tests/test_tensor_cores
 runtime=$(dirname "$trainctl")/trainctl-runtime
 [ -x "$runtime" ] || runtime=$programs/runtime/trainctl-runtime
 
@@ -516,7 +528,7 @@ echo "== $(date -u +%FT%TZ) gpu_check ${steps[*]} on $device; $revision"
 echo "== nvidia-smi"
 if command -v nvidia-smi >/dev/null; then nvidia-smi 2>&1; else echo "no nvidia-smi: no GPU here"; fi
 echo "== the programs' shared libraries"
-for program in "$trainctl" "$runtime" "$kernel_test"; do
+for program in "$trainctl" "$runtime" "$kernel_test" "$tensor_core_test"; do
   [ -x "$program" ] || { echo "$program: missing"; continue; }
   resolved=$(ldd "$program" 2>&1)
   misses=$(grep 'not found' <<<"$resolved" | awk '{ print $1 }' | tr '\n' ' ')

@@ -15,15 +15,23 @@ schedules), classic GPU bugs in copies of kernels/cuda/'s sources:
   - a shuffle reached by half a warp (the loss's row sum): a deadlock report naming the
     shuffle, the block and where each of its threads waits (the other half at the block's next
     barrier).
-cuda_on_cpu (the implementation's own test, test_cuda_on_cpu, its epilogues group), mistakes in
-a copy of cuda_on_cpu/cublaslt.cpp's epilogues:
-  - the bias added along D's columns instead of its rows: the BIAS epilogue's D is wrong;
-  - GELU_AUX_BIAS not storing the GELU's input in the aux matrix: its aux check fails.
+cuda_on_cpu (the implementation's own tests), mistakes in copies of its sources:
+  - the bias added along D's columns instead of its rows (cublaslt.cpp): the BIAS epilogue's D
+    is wrong (test_cuda_on_cpu's epilogues group);
+  - GELU_AUX_BIAS not storing the GELU's input in the aux matrix (cublaslt.cpp): its aux check
+    fails (the epilogues group);
+  - mma's A fragment with the rows and columns of its registers 1 and 2 exchanged
+    (matrix_fragments.cpp): D is wrong (test_tensor_cores_on_cpu's mma group);
+  - ldmatrix .trans giving a lane the second element of its pair twice (matrix_fragments.cpp):
+    the transposed loads are wrong (the ldmatrix group);
+  - cp.async's wait_group completing one group more than it covers (execution.cpp): the planted
+    read one wait too early finds data, not the poison (the planted group).
 A mutation whose text no longer occurs exactly once in its source fails the test: the check
 must be brought up to date with the source, never left to pass without mutating anything.
 
 Usage: cuda_mutations.py kernels BUILD_DIR TEST_CUDA_KERNELS ASAN_RUNTIME
-       cuda_mutations.py cuda_on_cpu BUILD_DIR   (after building tests/test_cuda_on_cpu)
+       cuda_mutations.py cuda_on_cpu BUILD_DIR
+         (after building tests/test_cuda_on_cpu and tests/test_tensor_cores_on_cpu)
 """
 import json
 import os
@@ -35,6 +43,7 @@ import tempfile
 
 BACKEND = "kernels/libtrainctl-cuda-on-cpu-asan.so"
 CUDA_ON_CPU_TEST = "tests/test_cuda_on_cpu"
+TENSOR_CORES_TEST = "tests/test_tensor_cores_on_cpu"
 CUDA_ON_CPU_LIBRARY = "cuda_on_cpu/libcuda_on_cpu-asan.a"
 
 KERNEL_MUTATIONS = [
@@ -81,6 +90,7 @@ CUDA_ON_CPU_MUTATIONS = [
         "file": "cuda_on_cpu/cublaslt.cpp",
         "old": "value += load(type, bias, static_cast<int64_t>(row));",
         "new": "value += load(type, bias, static_cast<int64_t>(col));",
+        "test": CUDA_ON_CPU_TEST,
         "group": "epilogues",
         "expect": ["[FAIL] epilogue BIAS NN A,B fp32 C,D fp32: D, padding kept, exactly",
                    "[FAIL] epilogue BIAS TT A,B bf16 C,D bf16: D, padding kept, exactly"],
@@ -90,9 +100,40 @@ CUDA_ON_CPU_MUTATIONS = [
         "file": "cuda_on_cpu/cublaslt.cpp",
         "old": "        if ((steps & kStoreAux) != 0) store(type, aux, aux_at, value);\n",
         "new": "",
+        "test": CUDA_ON_CPU_TEST,
         "group": "epilogues",
         "expect": ["[FAIL] epilogue GELU_AUX_BIAS NN A,B fp32 C,D fp32: aux = the GELU's input, padding kept, exactly",
                    "[FAIL] epilogue GELU_AUX_BIAS TT A,B bf16 C,D bf16: aux = the GELU's input, padding kept, exactly"],
+    },
+    {
+        "name": "mma's A registers 1 and 2 exchanged",
+        "file": "cuda_on_cpu/matrix_fragments.cpp",
+        "old": "a[group + 8 * (i / 2 % 2)][in_group * 2 + (i & 1) + 8 * (i / 4)]",
+        "new": "a[group + 8 * (i / 4)][in_group * 2 + (i & 1) + 8 * (i / 2 % 2)]",
+        "test": TENSOR_CORES_TEST,
+        "group": "mma",
+        "expect": ["[FAIL] mma.sync m16n8k16 bf16, small integers: D = A B + C, every element bitwise",
+                   "[FAIL] mma.sync chained over k = 32 (D the next C): D = A B + C"],
+    },
+    {
+        "name": "ldmatrix .trans giving the second element twice",
+        "file": "cuda_on_cpu/matrix_fragments.cpp",
+        "old": "transposed ? element_at(rows[first], lane / 4)",
+        "new": "transposed ? element_at(rows[first + 1], lane / 4)",
+        "test": TENSOR_CORES_TEST,
+        "group": "ldmatrix",
+        "expect": ["[FAIL] ldmatrix.m8n8.x1.trans: ", "[FAIL] ldmatrix.m8n8.x4.trans: ",
+                   "[ OK ] ldmatrix.m8n8.x4: "],
+    },
+    {
+        "name": "cp.async's wait_group completing one group more",
+        "file": "cuda_on_cpu/execution.cpp",
+        "old": "return copy.group + static_cast<uint64_t>(pending_groups) < thread.committed_groups;",
+        "new": "return copy.group + static_cast<uint64_t>(pending_groups) <= thread.committed_groups;",
+        "test": TENSOR_CORES_TEST,
+        "group": "planted",
+        "expect": ["[FAIL] planted: each cp.async part read one wait too early: caught, every word the shared-memory "
+                   "poison (0xFFFFFFFF)"],
     },
 ]
 
@@ -166,13 +207,14 @@ def build_mutant_backend(build_dir, source_dir, work, mutation):
 
 
 def build_mutant_test(build_dir, source_dir, work, mutation):
-    """test_cuda_on_cpu linked with the mutant object ahead of the sanitized library, whose own
-    copy of that object the linker then leaves out (every symbol it defines is defined)."""
+    """The mutation's test program linked with the mutant object ahead of the sanitized library,
+    whose own copy of that object the linker then leaves out (every symbol it defines is
+    defined)."""
     mutant = mutant_source(source_dir, work, mutation)
     mutant_object = work / (mutant.name + ".o")
     compile_mutant(build_dir, "../" + mutation["file"], "libcuda_on_cpu-asan.a.p", mutant, mutant_object)
-    program = work / "test_cuda_on_cpu"
-    link = link_command(build_dir, CUDA_ON_CPU_TEST, program)
+    program = work / pathlib.Path(mutation["test"]).name
+    link = link_command(build_dir, mutation["test"], program)
     link.insert(link.index(CUDA_ON_CPU_LIBRARY), str(mutant_object))
     subprocess.run(link, cwd=build_dir, check=True)
     return str(program)

@@ -30,20 +30,18 @@
 //   Activity (activity.h): launches, matmuls, host syncs and upload waits of a known sequence,
 //   refused calls counting nothing; the peak of device memory held. NCCL refuses to start
 //   without MPI.
-// A plain program (no test framework): the module that links cuda_on_cpu must have no
-// thread-local storage besides the kernels' shared memory (kernel_api.h), which a framework's
-// would break. `--only GROUP` runs one group (kGroups). Exits 0 when every check passes, 1
-// otherwise.
+// (The tensor-core instructions, dynamic shared memory and cp.async: test_tensor_cores.cu.)
+// A plain program (cuda_test_support.h): `--only GROUP` runs one group (kGroups). Exits 0 when
+// every check passes, 1 otherwise.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cuda_on_cpu/activity.h>
 #include <nccl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -52,87 +50,13 @@
 #include <string>
 #include <vector>
 
+#include "cuda_test_support.h"
+
 namespace {
 
-int checks = 0, failures = 0;
-
-void check(bool passed, const std::string& what) {
-  ++checks;
-  if (!passed) ++failures;
-  std::printf("[%s] %s\n", passed ? " OK " : "FAIL", what.c_str());
-}
+using namespace cuda_tests;
 
 void use_schedule(const char* schedule) { setenv("TRAINCTL_CUDA_ON_CPU_SCHEDULE", schedule, 1); }
-
-// Device memory holding a copy of `host`, freed at scope exit.
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(const std::vector<T>& host) : size_(host.size()) {
-    cudaMalloc(reinterpret_cast<void**>(&data_), bytes());
-    cudaMemcpyAsync(data_, host.data(), bytes(), cudaMemcpyHostToDevice, nullptr);
-  }
-  explicit DeviceArray(size_t size) : DeviceArray(std::vector<T>(size)) {}
-  ~DeviceArray() { cudaFree(data_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  T* get() const { return data_; }
-  size_t bytes() const { return size_ * sizeof(T); }
-  // A copy on the legacy default stream, into pageable memory: done when it returns.
-  std::vector<T> read() const {
-    std::vector<T> host(size_);
-    cudaMemcpyAsync(host.data(), data_, bytes(), cudaMemcpyDeviceToHost, nullptr);
-    return host;
-  }
-
- private:
-  size_t size_;
-  T* data_ = nullptr;
-};
-
-template <typename... Params, typename... Args>
-cudaError_t launch(dim3 grid, dim3 block, cudaStream_t stream, void (*kernel)(Params...), Args... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.stream = stream;
-  return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
-}
-
-// How a child process ended, and what it wrote to stderr.
-struct ChildEnd {
-  int signal = 0;  // 0 when it exited
-  int exit_code = 0;
-  std::string error_output;
-};
-
-// Runs `body` in a child process, for what ends a process (deadlocks) or poisons its CUDA
-// context for good (sticky errors).
-ChildEnd in_child(const std::function<void()>& body) {
-  std::fflush(stdout);
-  int pipe_ends[2];
-  if (pipe(pipe_ends) != 0) std::abort();
-  const pid_t child = fork();
-  if (child == 0) {
-    dup2(pipe_ends[1], STDERR_FILENO);
-    close(pipe_ends[0]);
-    body();
-    _exit(0);
-  }
-  close(pipe_ends[1]);
-  ChildEnd end;
-  char buffer[4096];
-  for (ssize_t got; (got = read(pipe_ends[0], buffer, sizeof(buffer))) > 0;)
-    end.error_output.append(buffer, static_cast<size_t>(got));
-  close(pipe_ends[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
-  if (WIFSIGNALED(status)) end.signal = WTERMSIG(status);
-  if (WIFEXITED(status)) end.exit_code = WEXITSTATUS(status);
-  return end;
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // --- kernels ---------------------------------------------------------------------------------
 
@@ -1082,12 +1006,6 @@ void test_nccl_needs_mpi() {
         "NCCL over MPI refuses to start before MPI_Init: ncclInvalidUsage");
 }
 
-// The groups, each runnable alone (--only NAME).
-struct Group {
-  const char* name;
-  void (*run)();
-};
-
 constexpr Group kGroups[] = {
     {"schedules", test_schedules},
     {"barriers", test_barriers_and_shared_memory},
@@ -1105,19 +1023,4 @@ constexpr Group kGroups[] = {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const std::string only = argc == 3 && std::string(argv[1]) == "--only" ? argv[2] : "";
-  if (argc != 1 && only.empty()) {
-    std::fprintf(stderr, "usage: %s [--only GROUP]\n", argv[0]);
-    return 2;
-  }
-  bool found = only.empty();
-  for (const Group& group : kGroups) {
-    if (!only.empty() && only != group.name) continue;
-    found = true;
-    group.run();
-  }
-  if (!found) check(false, "--only " + only + ": no such group");
-  std::printf("%d checks, %d failed\n", checks, failures);
-  return failures == 0 && checks > 0 ? 0 : 1;
-}
+int main(int argc, char** argv) { return run_groups(argc, argv, kGroups); }

@@ -1,9 +1,10 @@
 // What a kernel sees when kernels/cuda/ builds with the host compiler: the built-in variables,
-// the qualifiers, the device intrinsics the project's kernels use, and cudaLaunchKernelEx, which
+// the qualifiers, the device intrinsics the project's kernels use, cudaLaunchKernelEx, which
 // queues a launch on its stream for the CPU implementation to run (execution.cpp): each block
 // after the other, the threads of a block as fibers that switch only at __syncthreads and at
-// warp operations. Only what the kernels use is here; a kernel using more fails to compile
-// under the host compiler, which is the signal to add it.
+// warp operations; and cudaFuncSetAttribute's template. Only what the kernels use is here; a
+// kernel using more fails to compile under the host compiler, which is the signal to add it.
+// (The tensor-core instructions are kernels/cuda/tensor_cores.cuh's, on tensor_cores.h.)
 #pragma once
 
 // __shared__ storage: one per kernel variable, shared by the fibers of the running block (blocks
@@ -99,6 +100,12 @@ cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* config, void (*kernel)(
       cuda_on_cpu::pointer_arguments_of(params, std::index_sequence_for<ExpTypes...>{});
   return cuda_on_cpu::launch_kernel(*config, reinterpret_cast<const void*>(kernel), std::move(pointers),
                                     [kernel, params = std::move(params)] { std::apply(kernel, params); });
+}
+
+// CUDA's templated cudaFuncSetAttribute (cuda_runtime.h), which takes the kernel itself.
+template <typename... Params>
+cudaError_t cudaFuncSetAttribute(void (*kernel)(Params...), cudaFuncAttribute attribute, int value) {
+  return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), attribute, value);
 }
 
 // Device intrinsics. The wrappers are always inlined, so that the engine's functions return
