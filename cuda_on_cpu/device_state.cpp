@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -38,6 +39,8 @@ struct DeviceState {
   CUstream_st legacy_stream;
   cudaError_t sticky = cudaSuccess;
   std::map<std::thread::id, HostThread> host_threads;
+  int64_t device_bytes = 0;  // held now (cudaMalloc)
+  Activity activity;
 };
 
 DeviceState& state() {
@@ -101,16 +104,20 @@ void* allocate_device(size_t bytes) {
   // byte, so a kernel's store one past the end is reported.
   void* pointer = nullptr;
   if (posix_memalign(&pointer, kDeviceAlignment, bytes) != 0) return nullptr;
-  state().allocations.emplace(reinterpret_cast<uintptr_t>(pointer),
-                              Allocation{static_cast<const char*>(pointer), bytes, MemoryKind::kDevice});
+  DeviceState& device = state();
+  device.allocations.emplace(reinterpret_cast<uintptr_t>(pointer),
+                             Allocation{static_cast<const char*>(pointer), bytes, MemoryKind::kDevice});
+  device.device_bytes += static_cast<int64_t>(bytes);
+  device.activity.peak_device_bytes = std::max(device.activity.peak_device_bytes, device.device_bytes);
   return pointer;
 }
 
 bool release_device(void* pointer) {
-  auto& allocations = state().allocations;
-  const auto found = allocations.find(reinterpret_cast<uintptr_t>(pointer));
-  if (found == allocations.end() || found->second.kind != MemoryKind::kDevice) return false;
-  allocations.erase(found);
+  DeviceState& device = state();
+  const auto found = device.allocations.find(reinterpret_cast<uintptr_t>(pointer));
+  if (found == device.allocations.end() || found->second.kind != MemoryKind::kDevice) return false;
+  device.device_bytes -= static_cast<int64_t>(found->second.bytes);
+  device.allocations.erase(found);
   std::free(pointer);
   return true;
 }
@@ -263,9 +270,21 @@ void record_event(CUevent_st* event, CUstream_st* stream) {
   state().events.insert(event);
   event->stream = stream;
   event->position = stream->enqueued;
+  event->after_upload = stream->last_queued_is_upload();
 }
 
 void forget_event(CUevent_st* event) { state().events.erase(event); }
+
+// --- activity -------------------------------------------------------------------------------
+
+Activity& counts() { return state().activity; }
+
+void count_wait(bool after_upload) { ++(after_upload ? counts().upload_waits : counts().host_syncs); }
+
+Activity activity() {
+  const std::lock_guard lock(device_mutex());
+  return counts();
+}
 
 // --- reports --------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 // The CPU implementation's device: its memory (host memory, each allocation recorded so that
 // copies, kernel arguments and cuBLASLt operands can be checked against it), its streams (queues
 // of work that run only when something waits for them, so that work ordered on the wrong stream
-// shows as a wrong result), events, and errors (the sticky kind a faulting kernel leaves behind).
+// shows as a wrong result), events, errors (the sticky kind a faulting kernel leaves behind), and
+// the counts of what it did (activity.h).
 // One lock guards all of it (every caller holds device_mutex()); whoever drains a stream runs
 // its work while holding it.
 #pragma once
@@ -15,6 +16,8 @@
 #include <mutex>
 #include <string>
 
+#include "cuda_on_cpu/activity.h"
+
 // The toolkit only declares the handles' structs; these are the CPU implementation's.
 struct CUstream_st {
   // Synchronizes with the legacy default stream (streams created without cudaStreamNonBlocking).
@@ -23,11 +26,15 @@ struct CUstream_st {
   uint64_t enqueued = 0;  // work items ever queued
   uint64_t executed = 0;  // of which done
   bool executing = false;
+  // `enqueued` just after the latest host-to-device copy was queued; 0: none yet.
+  uint64_t upload_end = 0;
+  bool last_queued_is_upload() const { return upload_end != 0 && upload_end == enqueued; }
 };
 
 struct CUevent_st {
   CUstream_st* stream = nullptr;  // null: never recorded, or its stream is gone (complete)
   uint64_t position = 0;          // complete once the stream has executed this many items
+  bool after_upload = false;      // the item before `position` is a host-to-device copy
 };
 
 namespace cuda_on_cpu {
@@ -85,6 +92,13 @@ void drain(CUstream_st* stream);
 void drain_all();
 void record_event(CUevent_st* event, CUstream_st* stream);
 void forget_event(CUevent_st* event);
+
+// --- activity (activity.h) -----------------------------------------------------------------
+// The counts, for the calls that do what they count to add to them.
+Activity& counts();
+// The host waits for device work: an upload wait when what it waits for last is a
+// host-to-device copy, else a host sync.
+void count_wait(bool after_upload);
 
 // Code, for reports: "function (file:line)" where addr2line finds debug information, else the
 // library and the offset in it. A return address names the call before it.

@@ -376,6 +376,7 @@ cudaError_t launch_kernel(const cudaLaunchConfig_t& config, const void* kernel,
     break;
   }
   enqueue(stream, [launch] { execute(*launch); });
+  ++counts().kernel_launches;
   return cudaSuccess;
 }
 

@@ -4,6 +4,7 @@
 // returns; with registered (pinned) memory, and between device buffers, it is queued on the
 // stream like a kernel. A copy, memset or free whose range is not where the caller says it is
 // (outside every device allocation, or past an allocation's end) is cudaErrorInvalidValue.
+// The calls that queue device work or wait for it are counted as activity.h defines.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -125,11 +126,17 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (!kind_fits(kind, dst_device, src_device)) return record(cudaErrorInvalidValue);
   const bool host_side_pageable = (!dst_device && !pinned(dst, bytes)) || (!src_device && !pinned(src, bytes));
   if (host_side_pageable) {
+    count_wait(queue->last_queued_is_upload());
     drain(queue);
     if (sticky_error() != cudaSuccess) return record(sticky_error());
     std::memcpy(dst, src, bytes);
-  } else {
-    enqueue(queue, [dst, src, bytes] { std::memcpy(dst, src, bytes); });
+    return cudaSuccess;
+  }
+  enqueue(queue, [dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  if (dst_device && src_device) {
+    ++counts().kernel_launches;
+  } else if (dst_device) {
+    queue->upload_end = queue->enqueued;
   }
   return cudaSuccess;
 }
@@ -141,6 +148,7 @@ cudaError_t cudaMemsetAsync(void* device, int value, size_t bytes, cudaStream_t 
   if (bytes == 0) return cudaSuccess;
   if (!in_device_memory(device, bytes)) return record(cudaErrorInvalidValue);
   enqueue(queue, [device, value, bytes] { std::memset(device, value, bytes); });
+  ++counts().kernel_launches;
   return cudaSuccess;
 }
 
@@ -174,12 +182,14 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   CUDA_ON_CPU_ENTER;
   CUstream_st* queue = resolve(stream);
   if (queue == nullptr) return record(cudaErrorInvalidResourceHandle);
+  count_wait(queue->last_queued_is_upload());
   drain(queue);
   return record(sticky_error());
 }
 
 cudaError_t cudaDeviceSynchronize() {
   CUDA_ON_CPU_ENTER;
+  count_wait(false);
   drain_all();
   return record(sticky_error());
 }
@@ -217,6 +227,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   CUDA_ON_CPU_ENTER;
   if (event == nullptr) return record(cudaErrorInvalidResourceHandle);
+  count_wait(event->stream != nullptr && event->after_upload);
   if (event->stream != nullptr) drain_to(event->stream, event->position);
   return record(sticky_error());
 }

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Mutation checks of the CUDA kernels' tests on the CPU implementation of CUDA (cuda_on_cpu/).
+"""Mutation checks on the CPU implementation of CUDA (cuda_on_cpu/): planted bugs that a test
+must catch, each by what is meant to catch it.
 
-Each mutation plants a classic GPU bug in a copy of one of kernels/cuda/'s sources, builds the
-sanitized CPU backend again with that copy in place of the original (the build's own compile
-and link commands, taken from compile_commands.json and ninja), and runs the kernels' test
-group for it under two schedules. The mutant must be caught, and caught by what is meant to
-catch it:
+Each mutation plants a bug in a copy of one source, compiles the copy with the build's own
+command for the original (compile_commands.json), links the program under test again with it in
+the original's place (ninja's link command), and runs the test group meant for it. Two sets:
+
+kernels (the kernels' test, test_cuda_kernels, on the sanitized CPU backend, under two
+schedules), classic GPU bugs in copies of kernels/cuda/'s sources:
   - an off-by-one store (attention's guard on the rows past the sequence): AddressSanitizer
     reports a heap-buffer-overflow WRITE, as compute-sanitizer's memcheck would on a GPU;
   - a removed barrier before a shared-memory tile is reused (attention's key and value tiles):
@@ -13,10 +15,15 @@ catch it:
   - a shuffle reached by half a warp (the loss's row sum): a deadlock report naming the
     shuffle, the block and where each of its threads waits (the other half at the block's next
     barrier).
+cuda_on_cpu (the implementation's own test, test_cuda_on_cpu, its epilogues group), mistakes in
+a copy of cuda_on_cpu/cublaslt.cpp's epilogues:
+  - the bias added along D's columns instead of its rows: the BIAS epilogue's D is wrong;
+  - GELU_AUX_BIAS not storing the GELU's input in the aux matrix: its aux check fails.
 A mutation whose text no longer occurs exactly once in its source fails the test: the check
-must be brought up to date with the kernel, never left to pass without mutating anything.
+must be brought up to date with the source, never left to pass without mutating anything.
 
-Usage: cuda_mutations.py BUILD_DIR TEST_CUDA_KERNELS ASAN_RUNTIME
+Usage: cuda_mutations.py kernels BUILD_DIR TEST_CUDA_KERNELS ASAN_RUNTIME
+       cuda_mutations.py cuda_on_cpu BUILD_DIR   (after building tests/test_cuda_on_cpu)
 """
 import json
 import os
@@ -27,11 +34,13 @@ import sys
 import tempfile
 
 BACKEND = "kernels/libtrainctl-cuda-on-cpu-asan.so"
+CUDA_ON_CPU_TEST = "tests/test_cuda_on_cpu"
+CUDA_ON_CPU_LIBRARY = "cuda_on_cpu/libcuda_on_cpu-asan.a"
 
-MUTATIONS = [
+KERNEL_MUTATIONS = [
     {
         "name": "off-by-one store",
-        "file": "attention.cu",
+        "file": "kernels/cuda/attention.cu",
         "old": "  if (i >= seq) return;\n  const float inverse_sum = 1.0f / running_sum;",
         "new": "  if (i > seq) return;\n  const float inverse_sum = 1.0f / running_sum;",
         "group": "attention",
@@ -39,7 +48,7 @@ MUTATIONS = [
     },
     {
         "name": "removed barrier before a shared-memory reuse",
-        "file": "attention.cu",
+        "file": "kernels/cuda/attention.cu",
         "old": (
             "  float running_max = -INFINITY, running_sum = 0.0f;\n\n"
             "  const int64_t key_end = min(seq, first_query + kTile);\n"
@@ -57,7 +66,7 @@ MUTATIONS = [
     },
     {
         "name": "a shuffle reached by half a warp",
-        "file": "loss.cu",
+        "file": "kernels/cuda/loss.cu",
         "old": "    denominator = warp_sum(denominator);\n",
         "new": "    if (lane < 16) denominator = warp_sum(denominator);\n",
         "group": "softmax_cross_entropy",
@@ -67,39 +76,44 @@ MUTATIONS = [
     },
 ]
 
+CUDA_ON_CPU_MUTATIONS = [
+    {
+        "name": "the bias added along D's columns",
+        "file": "cuda_on_cpu/cublaslt.cpp",
+        "old": "value += load(type, bias, static_cast<int64_t>(row));",
+        "new": "value += load(type, bias, static_cast<int64_t>(col));",
+        "group": "epilogues",
+        "expect": ["[FAIL] epilogue BIAS NN A,B fp32 C,D fp32: D, padding kept, exactly",
+                   "[FAIL] epilogue BIAS TT A,B bf16 C,D bf16: D, padding kept, exactly"],
+    },
+    {
+        "name": "the GELU's input not stored in the aux matrix",
+        "file": "cuda_on_cpu/cublaslt.cpp",
+        "old": "        if ((steps & kStoreAux) != 0) store(type, aux, aux_at, value);\n",
+        "new": "",
+        "group": "epilogues",
+        "expect": ["[FAIL] epilogue GELU_AUX_BIAS NN A,B fp32 C,D fp32: aux = the GELU's input, padding kept, exactly",
+                   "[FAIL] epilogue GELU_AUX_BIAS TT A,B bf16 C,D bf16: aux = the GELU's input, padding kept, exactly"],
+    },
+]
 
-def compile_command(build_dir, wrapper):
-    """The build's command that compiles `wrapper` (kernels/<file>.cpp) into the sanitized backend."""
+
+def compile_command(build_dir, compiled, output_part):
+    """The build's command that compiles `compiled` (as compile_commands.json names it) into an
+    output whose path contains `output_part`, and that output."""
     for entry in json.loads((build_dir / "compile_commands.json").read_text()):
-        if entry["file"] == wrapper and "-asan.so.p" in entry["output"]:
+        if entry["file"] == compiled and output_part in entry["output"]:
             return entry["command"], entry["output"]
-    sys.exit(f"FAIL: {wrapper} is not compiled into {BACKEND} (compile_commands.json)")
+    sys.exit(f"FAIL: no command compiles {compiled} into *{output_part}* (compile_commands.json)")
 
 
-def link_command(build_dir):
-    commands = subprocess.run(["ninja", "-C", str(build_dir), "-t", "commands", BACKEND], check=True,
-                              capture_output=True, text=True).stdout.strip().splitlines()
-    return commands[-1]
-
-
-def build_mutant(build_dir, source_dir, work, mutation):
-    source = source_dir / "kernels" / "cuda" / mutation["file"]
-    text = source.read_text()
-    occurrences = text.count(mutation["old"])
-    if occurrences != 1:
-        sys.exit(f"FAIL: mutation '{mutation['name']}': its text occurs {occurrences} times in {source}, "
-                 "not once; update tests/cuda_mutations.py to the kernel as it is now")
-    mutant_source = work / mutation["file"]
-    mutant_source.write_text(text.replace(mutation["old"], mutation["new"]))
-    wrapper = work / (mutation["file"] + ".cpp")
-    wrapper.write_text(f'#include "{mutant_source}"\n')
-
-    command, output = compile_command(build_dir, "kernels/" + mutation["file"] + ".cpp")
-    words = shlex.split(command)
-    mutant_object = str(work / (mutation["file"] + ".o"))
+def compile_mutant(build_dir, compiled, output_part, source, mutant_object):
+    """Compiles `source` as the build compiles `compiled`, into `mutant_object`; returns the
+    original's object file."""
+    command, output = compile_command(build_dir, compiled, output_part)
     kept = []
     skip = 0
-    for word in words:
+    for word in shlex.split(command):
         if skip:
             skip -= 1
             continue
@@ -109,45 +123,101 @@ def build_mutant(build_dir, source_dir, work, mutation):
         if word == "-MD":
             continue
         kept.append(word)
-    kept[kept.index("-o") + 1] = mutant_object
-    kept[kept.index("-c") + 1] = str(wrapper)
+    kept[kept.index("-o") + 1] = str(mutant_object)
+    kept[kept.index("-c") + 1] = str(source)
     subprocess.run(kept, cwd=build_dir, check=True)
+    return output
 
-    link = shlex.split(link_command(build_dir))
-    link = [mutant_object if word == output else word for word in link]
-    mutant_backend = str(work / "libmutant.so")
-    link[link.index("-o") + 1] = mutant_backend
+
+def link_command(build_dir, target, output):
+    """ninja's command that links `target`, writing `output` instead."""
+    commands = subprocess.run(["ninja", "-C", str(build_dir), "-t", "commands", target], check=True,
+                              capture_output=True, text=True).stdout.strip().splitlines()
+    link = shlex.split(commands[-1])
+    link[link.index("-o") + 1] = str(output)
+    return link
+
+
+def mutant_source(source_dir, work, mutation):
+    """A copy of the mutation's source with the mutation planted."""
+    source = source_dir / mutation["file"]
+    text = source.read_text()
+    occurrences = text.count(mutation["old"])
+    if occurrences != 1:
+        sys.exit(f"FAIL: mutation '{mutation['name']}': its text occurs {occurrences} times in {source}, "
+                 "not once; update tests/cuda_mutations.py to the source as it is now")
+    mutant = work / pathlib.Path(mutation["file"]).name
+    mutant.write_text(text.replace(mutation["old"], mutation["new"]))
+    return mutant
+
+
+def build_mutant_backend(build_dir, source_dir, work, mutation):
+    """The sanitized CPU backend with the mutant kernel source, compiled through a wrapper as
+    the build compiles kernels/<file>.cpp."""
+    mutant = mutant_source(source_dir, work, mutation)
+    wrapper = work / (mutant.name + ".cpp")
+    wrapper.write_text(f'#include "{mutant}"\n')
+    mutant_object = work / (mutant.name + ".o")
+    original = compile_mutant(build_dir, "kernels/" + mutant.name + ".cpp", "-asan.so.p", wrapper, mutant_object)
+    mutant_backend = work / "libmutant.so"
+    link = [str(mutant_object) if word == original else word
+            for word in link_command(build_dir, BACKEND, mutant_backend)]
     subprocess.run(link, cwd=build_dir, check=True)
-    return mutant_backend
+    return str(mutant_backend)
+
+
+def build_mutant_test(build_dir, source_dir, work, mutation):
+    """test_cuda_on_cpu linked with the mutant object ahead of the sanitized library, whose own
+    copy of that object the linker then leaves out (every symbol it defines is defined)."""
+    mutant = mutant_source(source_dir, work, mutation)
+    mutant_object = work / (mutant.name + ".o")
+    compile_mutant(build_dir, "../" + mutation["file"], "libcuda_on_cpu-asan.a.p", mutant, mutant_object)
+    program = work / "test_cuda_on_cpu"
+    link = link_command(build_dir, CUDA_ON_CPU_TEST, program)
+    link.insert(link.index(CUDA_ON_CPU_LIBRARY), str(mutant_object))
+    subprocess.run(link, cwd=build_dir, check=True)
+    return str(program)
+
+
+def caught(mutation, run):
+    """Whether the run failed with every expected part in its output; prints the verdict."""
+    output = run.stdout + run.stderr
+    missing = [part for part in mutation["expect"] if part not in output]
+    found = run.returncode != 0 and not missing
+    print(f"[{' OK ' if found else 'FAIL'}] {mutation['name']} ({mutation['file']}): "
+          f"the {mutation['group']} group exits {run.returncode}" +
+          ("" if found else f"; missing from its output: {missing}"))
+    lines = [line for line in output.splitlines()
+             if any(part in line for part in mutation["expect"]) or "SUMMARY" in line]
+    for line in lines[:6]:
+        print("    " + line)
+    if not found:
+        print(output[-4000:])
+    return found
 
 
 def main():
-    build_dir, test_program, asan_runtime = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+    if tuple(sys.argv[1:2]) + (len(sys.argv),) not in (("kernels", 5), ("cuda_on_cpu", 3)):
+        sys.exit("usage: " + __doc__.split("Usage: ")[1])
+    kind, build_dir = sys.argv[1], pathlib.Path(sys.argv[2])
     source_dir = pathlib.Path(__file__).resolve().parent.parent
+    mutations = KERNEL_MUTATIONS if kind == "kernels" else CUDA_ON_CPU_MUTATIONS
     failures = 0
     with tempfile.TemporaryDirectory(prefix="trainctl-mutants.") as temporary:
-        for number, mutation in enumerate(MUTATIONS):
+        for number, mutation in enumerate(mutations):
             work = pathlib.Path(temporary) / str(number)
             work.mkdir()
-            backend = build_mutant(build_dir, source_dir, work, mutation)
-            environment = dict(os.environ, TRAINCTL_CUDA_BACKEND=backend, LD_PRELOAD=asan_runtime,
-                               ASAN_OPTIONS="detect_leaks=0", UBSAN_OPTIONS="halt_on_error=1")
-            run = subprocess.run([test_program, "--only", mutation["group"], "--schedules", "in-order,reversed"],
-                                 env=environment, capture_output=True, text=True, timeout=600)
-            output = run.stdout + run.stderr
-            missing = [part for part in mutation["expect"] if part not in output]
-            caught = run.returncode != 0 and not missing
-            print(f"[{' OK ' if caught else 'FAIL'}] {mutation['name']} ({mutation['file']}): "
-                  f"the {mutation['group']} group exits {run.returncode}" +
-                  ("" if caught else f"; missing from its output: {missing}"))
-            lines = [line for line in output.splitlines()
-                     if any(part in line for part in mutation["expect"]) or "SUMMARY" in line]
-            for line in lines[:6]:
-                print("    " + line)
-            if not caught:
-                print(output[-4000:])
-                failures += 1
-    print(f"{len(MUTATIONS)} mutations, {failures} not caught")
+            if kind == "kernels":
+                backend = build_mutant_backend(build_dir, source_dir, work, mutation)
+                environment = dict(os.environ, TRAINCTL_CUDA_BACKEND=backend, LD_PRELOAD=sys.argv[4],
+                                   ASAN_OPTIONS="detect_leaks=0", UBSAN_OPTIONS="halt_on_error=1")
+                command = [sys.argv[3], "--only", mutation["group"], "--schedules", "in-order,reversed"]
+            else:
+                command = [build_mutant_test(build_dir, source_dir, work, mutation), "--only", mutation["group"]]
+                environment = dict(os.environ, ASAN_OPTIONS="detect_leaks=0", UBSAN_OPTIONS="halt_on_error=1")
+            run = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=600)
+            failures += not caught(mutation, run)
+    print(f"{len(mutations)} mutations, {failures} not caught")
     return 1 if failures else 0
 
 

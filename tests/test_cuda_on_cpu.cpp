@@ -18,13 +18,26 @@
 //   cuBLASLt: every transpose, padded leading dimensions, strided batches (stride 0 too), alpha
 //   and beta, C apart from D, bf16 operands, against a naive column-major product of small
 //   integers (exact in fp32, so bitwise); a pointer less aligned than its plan assumed, shapes
-//   that do not fit, and an epilogue are refused. NCCL refuses to start without MPI.
+//   that do not fit, and ReLU's epilogue are refused.
+//   cuBLASLt's epilogues (BIAS, GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU, BGRADA, BGRADB)
+//   with fp32 or bf16 A and B and fp32 or bf16 C and D, C apart from D, beta != 0, m != n (a bias
+//   along the wrong dimension shows), against the header's definitions computed here in double:
+//   exactly where the result is a small multiple of 1/4, within a stated tolerance after GELU;
+//   the aux matrix written and read, padding kept, bias gradients for every transpose. Refused:
+//   bf16 C and D with fp32 A and B, an aux leading dimension not divisible by 8 or below D's rows,
+//   a bias or aux type other than D's, an epilogue with batches, a missing pointer, a bias or aux
+//   pointer less aligned than the heuristic saw; one short of its extent faults when it runs.
+//   Activity (activity.h): launches, matmuls, host syncs and upload waits of a known sequence,
+//   refused calls counting nothing; the peak of device memory held. NCCL refuses to start
+//   without MPI.
 // A plain program (no test framework): the module that links cuda_on_cpu must have no
 // thread-local storage besides the kernels' shared memory (kernel_api.h), which a framework's
-// would break. Exits 0 when every check passes, 1 otherwise.
+// would break. `--only GROUP` runs one group (kGroups). Exits 0 when every check passes, 1
+// otherwise.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <cuda_on_cpu/activity.h>
 #include <nccl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -574,14 +587,492 @@ void test_cublaslt() {
                                        &found) == CUBLAS_STATUS_INVALID_VALUE,
         "B with 5 rows for A's 4 columns: CUBLAS_STATUS_INVALID_VALUE");
   cublasLtMatrixLayoutDestroy(wrong_k);
-  const cublasLtEpilogue_t gelu = CUBLASLT_EPILOGUE_GELU;
-  cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &gelu, sizeof(gelu));
+  const cublasLtEpilogue_t relu = CUBLASLT_EPILOGUE_RELU;
+  cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &relu, sizeof(relu));
   check(cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.a, plan.b, plan.c, plan.c, preference, 1, &result,
                                        &found) == CUBLAS_STATUS_NOT_SUPPORTED,
-        "an epilogue, which nothing here uses yet: CUBLAS_STATUS_NOT_SUPPORTED");
+        "a ReLU epilogue, which nothing here uses: CUBLAS_STATUS_NOT_SUPPORTED");
   cublasLtMatmulPreferenceDestroy(preference);
   cublasLtDestroy(handle);
   cudaDeviceSynchronize();
+}
+
+// --- cuBLASLt's epilogues ------------------------------------------------------------------------
+
+const char* type_name(cudaDataType_t type) { return type == CUDA_R_16BF ? "bf16" : "fp32"; }
+
+// Device memory of type fp32 or bf16 holding `values` (exact in bf16 where the tests use it).
+class TypedArray {
+ public:
+  TypedArray(cudaDataType_t type, const std::vector<float>& values) : type_(type), bytes_(encode(type, values)) {}
+  void* get() const { return bytes_.get(); }
+  std::vector<float> read() const {
+    const std::vector<unsigned char> bytes = bytes_.read();
+    std::vector<float> values(bytes.size() / (type_ == CUDA_R_16BF ? 2 : 4));
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (type_ == CUDA_R_16BF) {
+        __nv_bfloat16 value;
+        std::memcpy(&value, bytes.data() + 2 * i, 2);
+        values[i] = __bfloat162float(value);
+      } else {
+        std::memcpy(&values[i], bytes.data() + 4 * i, 4);
+      }
+    }
+    return values;
+  }
+
+ private:
+  static std::vector<unsigned char> encode(cudaDataType_t type, const std::vector<float>& values) {
+    std::vector<unsigned char> bytes(values.size() * (type == CUDA_R_16BF ? 2 : 4));
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (type == CUDA_R_16BF) {
+        const __nv_bfloat16 value = __float2bfloat16_rn(values[i]);
+        std::memcpy(bytes.data() + 2 * i, &value, 2);
+      } else {
+        std::memcpy(bytes.data() + 4 * i, &values[i], 4);
+      }
+    }
+    return bytes;
+  }
+  cudaDataType_t type_;
+  DeviceArray<unsigned char> bytes_;
+};
+
+template <typename Value>
+void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const Value& value) {
+  cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value));
+}
+
+struct Tolerance {
+  double abs, rel;
+};
+constexpr Tolerance kExactly{0.0, 0.0};
+// fp32 results of tanh, against double: a few units in the last place of values up to ~16.
+constexpr Tolerance kFp32Gelu{1e-4, 1e-5};
+// bf16 results: one unit in the last place (2^-7 of the value) covers rounding an fp32 result
+// that differs from double's in its last bits to the neighbour of the exact result's.
+constexpr Tolerance kBf16Gelu{1e-3, 1.0 / 128};
+
+// Whether every element is within abs + rel * |expected|; the text names the worst element.
+void check_close(const std::string& what, const std::vector<float>& got, const std::vector<double>& expected,
+                 Tolerance tolerance) {
+  bool passed = got.size() == expected.size();
+  size_t worst = 0;
+  double worst_ratio = -1.0;
+  for (size_t i = 0; passed && i < got.size(); ++i) {
+    const double error = std::fabs(static_cast<double>(got[i]) - expected[i]);
+    const double allowed = tolerance.abs + tolerance.rel * std::fabs(expected[i]);
+    const double ratio = error == 0.0 ? 0.0 : allowed == 0.0 || std::isnan(error) ? INFINITY : error / allowed;
+    if (ratio > worst_ratio) {
+      worst_ratio = ratio;
+      worst = i;
+    }
+  }
+  passed = passed && worst_ratio <= 1.0;
+  char worst_text[160] = "";
+  if (got.size() == expected.size() && !got.empty())
+    std::snprintf(worst_text, sizeof(worst_text), " (worst: element %zu, %.9g for %.9g, tolerance %g + %g |x|)", worst,
+                  static_cast<double>(got[worst]), expected[worst], tolerance.abs, tolerance.rel);
+  check(passed, what + worst_text);
+}
+
+double gelu(double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
+
+double gelu_gradient(double x) {
+  const double inner = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+  const double t = std::tanh(inner);
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * std::sqrt(2.0 / M_PI) * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+// The shape of every epilogue case: m != n, so that a bias along D's columns reads other values
+// (m > n, so that it stays inside the vector); C and D padded to leading dimension m + 2, the
+// aux matrix to 16 (divisible by 8, as cuBLASLt requires).
+constexpr int64_t kM = 6, kN = 4, kK = 5, kAuxLd = 16;
+constexpr float kUnwritten = 100.0f;  // what D, aux and bias gradients hold before, exact in bf16
+
+struct EpilogueCase {
+  cublasLtEpilogue_t epilogue;
+  const char* name;
+  bool transpose_a, transpose_b;
+  cudaDataType_t inputs, outputs;  // of A and B; of C, D, the bias and the aux matrix
+};
+
+// The epilogue against the documentation's definition, computed here in double from
+// x = alpha op(A) op(B) + beta C (exact in fp32: multiples of 1/4 below 64).
+void test_epilogue_case(cublasLtHandle_t handle, const EpilogueCase& e) {
+  const cublasLtEpilogue_t epilogue = e.epilogue;
+  const bool adds_bias = epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_GELU_BIAS ||
+                         epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  const bool applies_gelu = epilogue == CUBLASLT_EPILOGUE_GELU || epilogue == CUBLASLT_EPILOGUE_GELU_AUX ||
+                            epilogue == CUBLASLT_EPILOGUE_GELU_BIAS || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  const bool stores_aux = epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  const bool gelu_backward = epilogue == CUBLASLT_EPILOGUE_DGELU;
+  const bool gradient_a = epilogue == CUBLASLT_EPILOGUE_BGRADA, gradient_b = epilogue == CUBLASLT_EPILOGUE_BGRADB;
+  const bool uses_bias = adds_bias || gradient_a || gradient_b, uses_aux = stores_aux || gelu_backward;
+
+  Layout la{e.transpose_a ? kK : kM, e.transpose_a ? kM : kK, 0, 1, 0},
+      lb{e.transpose_b ? kN : kK, e.transpose_b ? kK : kN, 0, 1, 0}, lc{kM, kN, kM + 2, 1, 0};
+  la.ld = la.rows + 1;
+  lb.ld = lb.rows + 3;
+  const float alpha = 0.25f, beta = -0.5f;
+  const std::vector<float> host_a = small_integers(la.elements(), 11), host_b = small_integers(lb.elements(), 12),
+                           host_c = small_integers(lc.elements(), 13);
+  const int64_t bias_length = gradient_b ? kN : kM;
+  const auto bias_elements = static_cast<size_t>(bias_length);
+  const std::vector<float> host_bias =
+      adds_bias ? small_integers(bias_elements, 14) : std::vector<float>(bias_elements, kUnwritten);
+  const size_t aux_elements = static_cast<size_t>((kN - 1) * kAuxLd + kM);
+  std::vector<float> host_aux(aux_elements, kUnwritten);
+  if (gelu_backward) {
+    host_aux = small_integers(aux_elements, 15);
+    for (float& value : host_aux) value *= 0.5f;
+  }
+  const auto op_a = [&](int64_t row, int64_t l) {
+    return host_a[static_cast<size_t>(e.transpose_a ? row * la.ld + l : l * la.ld + row)];
+  };
+  const auto op_b = [&](int64_t l, int64_t col) {
+    return host_b[static_cast<size_t>(e.transpose_b ? l * lb.ld + col : col * lb.ld + l)];
+  };
+
+  std::vector<double> expected_d(lc.elements(), kUnwritten), expected_aux(host_aux.begin(), host_aux.end()),
+      expected_bias(host_bias.begin(), host_bias.end());
+  for (int64_t col = 0; col < kN; ++col)
+    for (int64_t row = 0; row < kM; ++row) {
+      float sum = 0.0f;
+      for (int64_t l = 0; l < kK; ++l) sum += op_a(row, l) * op_b(l, col);
+      const size_t at = static_cast<size_t>(col * lc.ld + row), aux_at = static_cast<size_t>(col * kAuxLd + row);
+      double x = alpha * sum + beta * host_c[at];
+      if (adds_bias) x += host_bias[static_cast<size_t>(row)];
+      if (stores_aux) expected_aux[aux_at] = x;
+      if (applies_gelu) x = gelu(x);
+      if (gelu_backward) x *= gelu_gradient(host_aux[aux_at]);
+      expected_d[at] = x;
+    }
+  if (gradient_a)
+    for (int64_t row = 0; row < kM; ++row) {
+      expected_bias[static_cast<size_t>(row)] = 0.0;
+      for (int64_t l = 0; l < kK; ++l) expected_bias[static_cast<size_t>(row)] += op_a(row, l);
+    }
+  if (gradient_b)
+    for (int64_t col = 0; col < kN; ++col) {
+      expected_bias[static_cast<size_t>(col)] = 0.0;
+      for (int64_t l = 0; l < kK; ++l) expected_bias[static_cast<size_t>(col)] += op_b(l, col);
+    }
+
+  const TypedArray a(e.inputs, host_a), b(e.inputs, host_b), c(e.outputs, host_c),
+      d(e.outputs, std::vector<float>(lc.elements(), kUnwritten)), bias(e.outputs, host_bias), aux(e.outputs, host_aux);
+  Plan plan;
+  cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, e.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N);
+  set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, e.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N);
+  set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+  if (uses_bias) set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias.get());
+  if (uses_aux) {
+    set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux.get());
+    set_attribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, kAuxLd);
+  }
+  plan.a = make_layout(e.inputs, la);
+  plan.b = make_layout(e.inputs, lb);
+  plan.c = make_layout(e.outputs, lc);
+  cublasLtMatmulPreference_t preference = nullptr;
+  cublasLtMatmulPreferenceCreate(&preference);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.a, plan.b, plan.c, plan.c,
+                                                                  preference, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  const cublasStatus_t status = cublasLtMatmul(handle, plan.desc, &alpha, a.get(), plan.a, b.get(), plan.b, &beta,
+                                               c.get(), plan.c, d.get(), plan.c, &result.algo, nullptr, 0, nullptr);
+  const std::string name = std::string("epilogue ") + e.name + " " + (e.transpose_a ? "T" : "N") +
+                           (e.transpose_b ? "T" : "N") + " A,B " + type_name(e.inputs) + " C,D " +
+                           type_name(e.outputs) + ": ";
+  check(heuristic == CUBLAS_STATUS_SUCCESS && found == 1 && status == CUBLAS_STATUS_SUCCESS,
+        name + "the heuristic and the matmul accept it");
+  const bool exact = !applies_gelu && !gelu_backward;
+  check_close(name + "D, padding kept" + (exact ? ", exactly" : ""), d.read(), expected_d,
+              exact ? kExactly : e.outputs == CUDA_R_16BF ? kBf16Gelu : kFp32Gelu);
+  if (stores_aux)
+    check_close(name + "aux = the GELU's input, padding kept, exactly", aux.read(), expected_aux, kExactly);
+  if (gelu_backward) check_close(name + "aux read, not written", aux.read(), expected_aux, kExactly);
+  if (gradient_a || gradient_b)
+    check_close(name + "the bias gradient, exactly", bias.read(), expected_bias, kExactly);
+  else if (adds_bias)
+    check_close(name + "the bias read, not written", bias.read(), expected_bias, kExactly);
+}
+
+void test_cublaslt_epilogues() {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtCreate(&handle);
+  struct Types {
+    cudaDataType_t inputs, outputs;
+  };
+  constexpr Types kTypes[] = {{CUDA_R_32F, CUDA_R_32F}, {CUDA_R_16BF, CUDA_R_16BF}, {CUDA_R_16BF, CUDA_R_32F}};
+  struct Named {
+    cublasLtEpilogue_t epilogue;
+    const char* name;
+  };
+  constexpr Named kForward[] = {
+      {CUBLASLT_EPILOGUE_BIAS, "BIAS"},
+      {CUBLASLT_EPILOGUE_GELU, "GELU"},
+      {CUBLASLT_EPILOGUE_GELU_BIAS, "GELU_BIAS"},
+      {CUBLASLT_EPILOGUE_GELU_AUX, "GELU_AUX"},
+      {CUBLASLT_EPILOGUE_GELU_AUX_BIAS, "GELU_AUX_BIAS"},
+      {CUBLASLT_EPILOGUE_DGELU, "DGELU"},
+  };
+  constexpr Named kGradients[] = {{CUBLASLT_EPILOGUE_BGRADA, "BGRADA"}, {CUBLASLT_EPILOGUE_BGRADB, "BGRADB"}};
+  for (const Types& types : kTypes) {
+    for (const Named& named : kForward)
+      for (const bool transposed : {false, true})
+        test_epilogue_case(handle, {named.epilogue, named.name, transposed, transposed, types.inputs, types.outputs});
+    for (const Named& named : kGradients)
+      for (const bool transpose_a : {false, true})
+        for (const bool transpose_b : {false, true})
+          test_epilogue_case(handle,
+                             {named.epilogue, named.name, transpose_a, transpose_b, types.inputs, types.outputs});
+  }
+  cublasLtDestroy(handle);
+}
+
+// What cuBLASLt's heuristic and matmul answer for a 6 x 4 x 5 product (C apart from D) with
+// the descriptor as `configure` leaves it, and what waiting for the matmul then returns; the
+// matmul uses the heuristic's algorithm, or a plan for the other pointers `plan_pointers` sets
+// first.
+struct Answers {
+  cublasStatus_t heuristic, matmul;
+  cudaError_t synchronized;
+};
+using Configure = std::function<void(cublasLtMatmulDesc_t)>;
+
+Answers answers(cublasLtHandle_t handle, cudaDataType_t inputs, cudaDataType_t outputs, int32_t batch,
+                const Configure& configure, const Configure& plan_pointers = nullptr) {
+  const Layout la{kM, kK, kM, batch, kM * kK}, lb{kK, kN, kK, batch, kK * kN}, lc{kM, kN, kM, batch, kM * kN};
+  const TypedArray a(inputs, std::vector<float>(la.elements(), 1.0f)),
+      b(inputs, std::vector<float>(lb.elements(), 1.0f)), c(outputs, std::vector<float>(lc.elements())),
+      d(outputs, std::vector<float>(lc.elements()));
+  Plan plan;
+  cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  plan.a = make_layout(inputs, la);
+  plan.b = make_layout(inputs, lb);
+  plan.c = make_layout(outputs, lc);
+  configure(plan.desc);
+  if (plan_pointers) plan_pointers(plan.desc);
+  cublasLtMatmulPreference_t preference = nullptr;
+  cublasLtMatmulPreferenceCreate(&preference);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  Answers answered{};
+  answered.heuristic = cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.a, plan.b, plan.c, plan.c, preference, 1,
+                                                      &result, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  if (plan_pointers) configure(plan.desc);
+  const float one = 1.0f;
+  answered.matmul = cublasLtMatmul(handle, plan.desc, &one, a.get(), plan.a, b.get(), plan.b, &one, c.get(), plan.c,
+                                   d.get(), plan.c, &result.algo, nullptr, 0, nullptr);
+  answered.synchronized = cudaDeviceSynchronize();
+  return answered;
+}
+
+bool accepted(const Answers& answered) {
+  return answered.matmul == CUBLAS_STATUS_SUCCESS && answered.synchronized == cudaSuccess;
+}
+
+// Both the heuristic and the matmul answer `status`; a product accepted also runs.
+bool both(const Answers& answered, cublasStatus_t status) {
+  return answered.heuristic == status && answered.matmul == status &&
+         (status != CUBLAS_STATUS_SUCCESS || answered.synchronized == cudaSuccess);
+}
+
+void test_cublaslt_epilogue_refusals() {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtCreate(&handle);
+  const TypedArray bias(CUDA_R_32F, std::vector<float>(kM + 2)),
+      aux(CUDA_R_32F, std::vector<float>(static_cast<size_t>((kN - 1) * kAuxLd + kM + 1)));
+  const auto epilogue = [](cublasLtEpilogue_t chosen) -> Configure {
+    return [chosen](cublasLtMatmulDesc_t desc) { set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, chosen); };
+  };
+  const auto with_bias = [](const void* pointer) -> Configure {
+    return [pointer](cublasLtMatmulDesc_t desc) {
+      set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+      set_attribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, pointer);
+    };
+  };
+  const auto with_aux = [](const void* pointer, int64_t ld) -> Configure {
+    return [pointer, ld](cublasLtMatmulDesc_t desc) {
+      set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_GELU_AUX);
+      set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pointer);
+      set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, ld);
+    };
+  };
+  const auto none = [](cublasLtMatmulDesc_t) {};
+
+  check(both(answers(handle, CUDA_R_32F, CUDA_R_16BF, 1, none), CUBLAS_STATUS_NOT_SUPPORTED),
+        "bf16 C and D with fp32 A and B: CUBLAS_STATUS_NOT_SUPPORTED from the heuristic and the matmul");
+  check(both(answers(handle, CUDA_R_16BF, CUDA_R_16BF, 1, none), CUBLAS_STATUS_SUCCESS) &&
+            both(answers(handle, CUDA_R_16BF, CUDA_R_32F, 1, none), CUBLAS_STATUS_SUCCESS),
+        "bf16 A and B with bf16 or fp32 C and D: accepted");
+  check(both(answers(handle, CUDA_R_32F, CUDA_R_32F, 1, with_aux(aux.get(), 12)), CUBLAS_STATUS_INVALID_VALUE) &&
+            both(answers(handle, CUDA_R_32F, CUDA_R_32F, 1, with_aux(aux.get(), 0)), CUBLAS_STATUS_INVALID_VALUE),
+        "an aux leading dimension not divisible by 8 (12), or below D's 6 rows (0): CUBLAS_STATUS_INVALID_VALUE");
+  check(both(answers(handle, CUDA_R_32F, CUDA_R_32F, 1, with_aux(aux.get(), 8)), CUBLAS_STATUS_SUCCESS),
+        "an aux leading dimension of 8 for 6 rows: accepted");
+  const auto bias_of_type = [&](cudaDataType_t type) {
+    return [&, type](cublasLtMatmulDesc_t desc) {
+      with_bias(bias.get())(desc);
+      set_attribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(type));
+    };
+  };
+  check(both(answers(handle, CUDA_R_16BF, CUDA_R_16BF, 1, bias_of_type(CUDA_R_32F)), CUBLAS_STATUS_NOT_SUPPORTED) &&
+            both(answers(handle, CUDA_R_16BF, CUDA_R_32F, 1, bias_of_type(CUDA_R_16BF)), CUBLAS_STATUS_NOT_SUPPORTED),
+        "a bias type set to other than D's: CUBLAS_STATUS_NOT_SUPPORTED");
+  check(both(answers(handle, CUDA_R_16BF, CUDA_R_16BF, 1, bias_of_type(CUDA_R_16BF)), CUBLAS_STATUS_SUCCESS),
+        "a bias type set to D's: accepted");
+  const auto aux_of_type = [&](cudaDataType_t type) {
+    return [&, type](cublasLtMatmulDesc_t desc) {
+      with_aux(aux.get(), kAuxLd)(desc);
+      set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, static_cast<int32_t>(type));
+    };
+  };
+  check(both(answers(handle, CUDA_R_32F, CUDA_R_32F, 1, aux_of_type(CUDA_R_16BF)), CUBLAS_STATUS_NOT_SUPPORTED),
+        "an aux type set to other than D's: CUBLAS_STATUS_NOT_SUPPORTED");
+  check(both(answers(handle, CUDA_R_32F, CUDA_R_32F, 2, with_bias(bias.get())), CUBLAS_STATUS_NOT_SUPPORTED) &&
+            both(answers(handle, CUDA_R_32F, CUDA_R_32F, 2, none), CUBLAS_STATUS_SUCCESS),
+        "an epilogue with batch count 2: CUBLAS_STATUS_NOT_SUPPORTED (the same product without one is accepted)");
+  check(both(answers(handle, CUDA_R_32F, CUDA_R_32F, 1, epilogue(CUBLASLT_EPILOGUE_RELU_BIAS)),
+             CUBLAS_STATUS_NOT_SUPPORTED) &&
+            both(answers(handle, CUDA_R_32F, CUDA_R_32F, 1, epilogue(CUBLASLT_EPILOGUE_DGELU_BGRAD)),
+                 CUBLAS_STATUS_NOT_SUPPORTED),
+        "RELU_BIAS and DGELU_BGRAD: CUBLAS_STATUS_NOT_SUPPORTED");
+
+  const Answers no_bias = answers(handle, CUDA_R_32F, CUDA_R_32F, 1, epilogue(CUBLASLT_EPILOGUE_BIAS));
+  const Answers no_aux = answers(handle, CUDA_R_32F, CUDA_R_32F, 1, [](cublasLtMatmulDesc_t desc) {
+    set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_DGELU);
+    set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, kAuxLd);
+  });
+  check(no_bias.heuristic == CUBLAS_STATUS_SUCCESS && no_bias.matmul == CUBLAS_STATUS_INVALID_VALUE &&
+            no_aux.heuristic == CUBLAS_STATUS_SUCCESS && no_aux.matmul == CUBLAS_STATUS_INVALID_VALUE,
+        "no bias pointer for BIAS, no aux pointer for DGELU: the heuristic plans, the matmul refuses "
+        "(CUBLAS_STATUS_INVALID_VALUE)");
+
+  // The heuristic takes the bias and aux pointers' alignment from the descriptor (256 bytes for
+  // an allocation's start); the matmul runs with one 4 bytes further.
+  const auto* bias_base = static_cast<const float*>(bias.get());
+  const auto* aux_base = static_cast<const float*>(aux.get());
+  check(answers(handle, CUDA_R_32F, CUDA_R_32F, 1, with_bias(bias_base + 1), with_bias(bias_base)).matmul ==
+                CUBLAS_STATUS_NOT_SUPPORTED &&
+            answers(handle, CUDA_R_32F, CUDA_R_32F, 1, with_aux(aux_base + 1, kAuxLd), with_aux(aux_base, kAuxLd))
+                    .matmul == CUBLAS_STATUS_NOT_SUPPORTED,
+        "a bias or aux pointer less aligned than the one the heuristic saw: CUBLAS_STATUS_NOT_SUPPORTED");
+  check(accepted(answers(handle, CUDA_R_32F, CUDA_R_32F, 1, with_bias(bias_base + 1))) &&
+            accepted(answers(handle, CUDA_R_32F, CUDA_R_32F, 1, with_bias(bias_base + 2), with_bias(bias_base + 1))),
+        "a bias pointer as aligned as the heuristic saw, or more: accepted");
+
+  // A bias vector or aux matrix one element short: the matmul faults when it runs.
+  const auto short_by_one = [&](bool aux_matrix) {
+    return in_child([&] {
+      const size_t elements = aux_matrix ? static_cast<size_t>((kN - 1) * kAuxLd + kM - 1) : kM - 1;
+      const TypedArray short_buffer(CUDA_R_32F, std::vector<float>(elements));
+      const Configure configure = aux_matrix ? with_aux(short_buffer.get(), kAuxLd) : with_bias(short_buffer.get());
+      const Answers answered = answers(handle, CUDA_R_32F, CUDA_R_32F, 1, configure);
+      _exit(answered.matmul == CUBLAS_STATUS_SUCCESS && answered.synchronized == cudaErrorIllegalAddress ? 0 : 1);
+    });
+  };
+  const ChildEnd short_bias = short_by_one(false), short_aux = short_by_one(true);
+  check(short_bias.exit_code == 0 &&
+            contains(short_bias.error_output, "cudaErrorIllegalAddress: cublasLtMatmul: the bias vector's 24 bytes") &&
+            short_aux.exit_code == 0 &&
+            contains(short_aux.error_output, "cudaErrorIllegalAddress: cublasLtMatmul: the aux matrix's 216 bytes"),
+        "a bias vector or aux matrix one element short of D's rows: the matmul faults when it runs "
+        "(cudaErrorIllegalAddress, sticky):\n" +
+            short_bias.error_output + short_aux.error_output);
+  cublasLtDestroy(handle);
+}
+
+// --- activity -----------------------------------------------------------------------------------
+
+void test_activity() {
+  using cuda_on_cpu::Activity;
+  using cuda_on_cpu::activity;
+  // Every earlier group freed what it allocated, so that the peak grows by what is held at once.
+  const int64_t peak = activity().peak_device_bytes;
+  void *first = nullptr, *second = nullptr, *third = nullptr;
+  const auto bytes = static_cast<size_t>(peak + 1000);
+  cudaMalloc(&first, bytes);
+  cudaMalloc(&second, 3000);
+  cudaFree(first);
+  cudaMalloc(&third, bytes + 500);
+  cudaFree(second);
+  cudaFree(third);
+  check(activity().peak_device_bytes == peak + 1000 + 3000 + 500,
+        "peak_device_bytes: the most cudaMalloc'd bytes held at once (" + std::to_string(activity().peak_device_bytes) +
+            " after holding " + std::to_string(bytes) + ", then 3000 and " + std::to_string(bytes + 500) + ")");
+
+  cudaStream_t stream = nullptr, gone = nullptr;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&gone, cudaStreamNonBlocking);
+  cudaStreamDestroy(gone);
+  cudaEvent_t event = nullptr;
+  cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+  DeviceArray<float> device(64), other(64);
+  std::vector<float> pinned(64), pageable(64);
+  cudaHostRegister(pinned.data(), pinned.size() * sizeof(float), cudaHostRegisterDefault);
+  const size_t size = device.bytes();
+  cublasLtHandle_t handle = nullptr;
+  cublasLtCreate(&handle);
+  Plan plan;
+  cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  plan.a = make_layout(CUDA_R_32F, {8, 8, 8, 1, 0});
+  cublasLtMatmulPreference_t preference = nullptr;
+  cublasLtMatmulPreferenceCreate(&preference);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.a, plan.a, plan.a, plan.a, preference, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  const float one = 1.0f;
+  const auto matmul = [&](cudaStream_t on) {
+    return cublasLtMatmul(handle, plan.desc, &one, device.get(), plan.a, device.get(), plan.a, &one, other.get(),
+                          plan.a, other.get(), plan.a, &result.algo, nullptr, 0, on);
+  };
+  cudaGetLastError();
+
+  const Activity before = activity();
+  launch(1, 32, stream, fill, device.get(), 1.0f, 64);                                 // launch 1
+  cudaMemsetAsync(other.get(), 0, size, stream);                                       // launch 2
+  cudaMemcpyAsync(other.get(), device.get(), size, cudaMemcpyDeviceToDevice, stream);  // launch 3
+  cudaMemcpyAsync(device.get(), pinned.data(), size, cudaMemcpyHostToDevice, stream);  // an upload
+  cudaStreamSynchronize(stream);                                                       // upload wait 1
+  cudaMemcpyAsync(device.get(), pinned.data(), size, cudaMemcpyHostToDevice, stream);  // an upload
+  cudaEventRecord(event, stream);
+  launch(1, 32, stream, fill, other.get(), 2.0f, 64);  // launch 4, after the event
+  cudaEventSynchronize(event);                         // upload wait 2: what the event follows
+  cudaStreamSynchronize(stream);                       // host sync 1: the launch last
+  cudaStreamSynchronize(stream);                       // host sync 2: nothing pending
+  matmul(stream);                                      // blas call 1
+  cudaMemcpyAsync(pageable.data(), other.get(), size, cudaMemcpyDeviceToHost, stream);  // host sync 3
+  cudaMemcpyAsync(pinned.data(), other.get(), size, cudaMemcpyDeviceToHost, stream);    // queued download
+  cudaMemcpyAsync(pinned.data(), pageable.data(), size, cudaMemcpyHostToHost, stream);  // host sync 4
+  cudaDeviceSynchronize();                                                              // host sync 5
+  cudaEventRecord(event, stream);
+  cudaEventSynchronize(event);  // host sync 6
+  // Refused before they queue or wait: none counts.
+  launch(1, 1025, stream, fill, device.get(), 1.0f, 64);
+  cudaStreamSynchronize(gone);
+  cudaMemcpyAsync(pageable.data(), other.get(), size + 4, cudaMemcpyDeviceToHost, stream);
+  cudaMemsetAsync(other.get(), 0, 0, stream);
+  matmul(gone);
+  const Activity after = activity();
+  const auto delta = [](int64_t later, int64_t earlier) { return std::to_string(later - earlier); };
+  check(after.kernel_launches - before.kernel_launches == 4 && after.blas_calls - before.blas_calls == 1 &&
+            after.host_syncs - before.host_syncs == 6 && after.upload_waits - before.upload_waits == 2,
+        "activity: 4 launches (a kernel, a memset, a device-to-device copy, a kernel), 1 matmul, 6 host syncs, "
+        "2 upload waits; refused calls count nothing (got " +
+            delta(after.kernel_launches, before.kernel_launches) + ", " + delta(after.blas_calls, before.blas_calls) +
+            ", " + delta(after.host_syncs, before.host_syncs) + ", " + delta(after.upload_waits, before.upload_waits) +
+            ")");
+  cudaGetLastError();
+  cudaEventDestroy(event);
+  cudaStreamDestroy(stream);
+  cudaHostUnregister(pinned.data());
+  cublasLtDestroy(handle);
 }
 
 void test_nccl_needs_mpi() {
@@ -591,18 +1082,42 @@ void test_nccl_needs_mpi() {
         "NCCL over MPI refuses to start before MPI_Init: ncclInvalidUsage");
 }
 
+// The groups, each runnable alone (--only NAME).
+struct Group {
+  const char* name;
+  void (*run)();
+};
+
+constexpr Group kGroups[] = {
+    {"schedules", test_schedules},
+    {"barriers", test_barriers_and_shared_memory},
+    {"warps", test_warp_operations},
+    {"deadlocks", test_deadlocks},
+    {"launches", test_launch_checks},
+    {"streams", test_streams_and_copies},
+    {"devices", test_devices},
+    {"cublaslt", test_cublaslt},
+    {"epilogues", test_cublaslt_epilogues},
+    {"epilogue_refusals", test_cublaslt_epilogue_refusals},
+    {"activity", test_activity},
+    {"nccl", test_nccl_needs_mpi},
+};
+
 }  // namespace
 
-int main() {
-  test_schedules();
-  test_barriers_and_shared_memory();
-  test_warp_operations();
-  test_deadlocks();
-  test_launch_checks();
-  test_streams_and_copies();
-  test_devices();
-  test_cublaslt();
-  test_nccl_needs_mpi();
+int main(int argc, char** argv) {
+  const std::string only = argc == 3 && std::string(argv[1]) == "--only" ? argv[2] : "";
+  if (argc != 1 && only.empty()) {
+    std::fprintf(stderr, "usage: %s [--only GROUP]\n", argv[0]);
+    return 2;
+  }
+  bool found = only.empty();
+  for (const Group& group : kGroups) {
+    if (!only.empty() && only != group.name) continue;
+    found = true;
+    group.run();
+  }
+  if (!found) check(false, "--only " + only + ": no such group");
   std::printf("%d checks, %d failed\n", checks, failures);
   return failures == 0 && checks > 0 ? 0 : 1;
 }
