@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
-#include <cstring>
 #include <initializer_list>
 #include <optional>
 #include <stdexcept>
@@ -163,8 +162,8 @@ inline bool aligned_to(size_t bytes, std::initializer_list<const void*> pointers
   return aligned;
 }
 
-// body(std::integral_constant<int, kWidth>): kWidth `width` when `vector`, else 1, the scalar
-// path.
+// body(std::integral_constant<int, kWidth>{}) when `vector`, else
+// body(std::integral_constant<int, 1>{}), the scalar path.
 template <int kWidth, typename Body>
 void with_width(bool vector, Body body) {
   if (vector)
