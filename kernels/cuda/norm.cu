@@ -1,19 +1,18 @@
-// The CUDA norm family: LayerNorm over the last dimension, forward (with the residual add before
-// it fused in) and backward, with the CPU reference's arithmetic (kernels/cpu/norm.cpp); the
-// output, the residual's addend and the output gradient are f32 or bf16 (widened to float, and a
-// bf16 result rounded once), the residual stream and the rest float. A warp per row sums the row
-// statistics in double
-// (the forward's mean and variance of the centred values, in two passes; the backward's two row
-// means), each lane its share of the columns in order and then a fixed xor butterfly, and rounds
-// them to float once, as the CPU does; the elementwise work is the CPU's float formulas operation
-// for operation (uncontracted: --fmad=false). So out, mean and rstd match the CPU bitwise except
-// where the double sums' other order moves a float rounding (rare), and grad_x likewise. The
-// backward's grad_weight and grad_bias are column sums over the call's rows (kernel_common.cuh's
-// column-sum grid), formed in a fixed order and added to the gradients once: a second kernel
-// goes over the matrix in column tiles, accumulating grad_x from the row means the first left in
-// scratch and summing the columns' terms, and writing grad_x's copy in its own type where one is
-// asked for. Rows are read four elements at a time (a float4, four bf16s) where the pointers and
-// the row length allow, else one at a time.
+// The CUDA norm family: LayerNorm over the last dimension, forward (with the residual add before it
+// fused in) and backward, with the CPU reference's arithmetic (kernels/cpu/norm.cpp); the output,
+// the residual's addend and the output gradient are f32 or bf16 (widened to float, and a bf16
+// result rounded once), the residual stream and the rest float. A warp per row sums the row
+// statistics in double (the forward's mean and variance of the centred values, in two passes; the
+// backward's two row means), each lane its share of the columns in order and then a fixed xor
+// butterfly, and rounds them to float once, as the CPU does; the elementwise work is the CPU's
+// float formulas operation for operation (uncontracted: --fmad=false). So out, mean and rstd match
+// the CPU bitwise except where the double sums' other order moves a float rounding (rare), and
+// grad_x likewise. The backward's grad_weight and grad_bias are column sums over the call's rows
+// (kernel_common.cuh's column-sum grid), formed in a fixed order and added to the gradients once: a
+// second kernel goes over the matrix in column tiles, accumulating grad_x from the row means the
+// first left in scratch and summing the columns' terms, and writing grad_x's copy in its own type
+// where one is asked for. Rows are read four elements at a time (a float4, four bf16s) where the
+// pointers and the row length allow, else one at a time.
 #include <cmath>
 #include <cstdint>
 
@@ -99,7 +98,7 @@ struct RowMeans {
 
 // A warp per row: both means in one pass over grad_out, x and weight, summed in double.
 template <int kWidth, typename T>
-__global__ void layernorm_row_means_kernel(RowMeans* __restrict__ row_means, const T* __restrict__ grad_out,
+__global__ void layernorm_row_means_kernel(RowMeans* __restrict__ row_means, const T* grad_out,
                                            const float* __restrict__ x, const float* __restrict__ weight,
                                            const float* __restrict__ mean, const float* __restrict__ rstd, int64_t rows,
                                            int64_t cols) {
@@ -133,9 +132,9 @@ __global__ void layernorm_row_means_kernel(RowMeans* __restrict__ row_means, con
 // mean(grad_norm * norm)) element by element (and grad_x_copy, where given, takes the sum), and
 // grad_weight and grad_bias take the column sums of grad_out * norm and of grad_out.
 template <typename T>
-__global__ void layernorm_backward_kernel(float* __restrict__ grad_x, T* __restrict__ grad_x_copy,
-                                          float* __restrict__ grad_weight, float* __restrict__ grad_bias,
-                                          const T* __restrict__ grad_out, const float* __restrict__ x,
+__global__ void layernorm_backward_kernel(float* grad_x, T* __restrict__ grad_x_copy, float* __restrict__ grad_weight,
+                                          float* __restrict__ grad_bias, const T* grad_out,
+                                          const float* __restrict__ x,
                                           const float* __restrict__ weight, const float* __restrict__ mean,
                                           const float* __restrict__ rstd, const RowMeans* __restrict__ row_means,
                                           ColumnSums shape) {
