@@ -1,9 +1,9 @@
 // DeviceScratch: device memory that an op reuses from call to call (cuBLASLt's workspace and bias
-// gradients, partial sums of reductions), grown to the largest size asked for; and
-// StreamScratch, one set of them per stream, so that ops ordered on different streams never
-// share scratch and may run at the same time. Scratch lives until the stream is destroyed
-// through the table (destroy_stream) or the table is unbound (unbind), never into the exit,
-// where cudaFree may find the CUDA runtime already gone.
+// gradients, partial sums of reductions), grown to the largest size asked for; and StreamScratch,
+// one set of them per stream, so that ops ordered on different streams never share scratch and may
+// run at the same time. Scratch lives until the stream is destroyed through the table
+// (destroy_stream) or the table is unbound (unbind), never into the exit, where cudaFree may find
+// the CUDA runtime already gone.
 #pragma once
 
 #include <cuda_runtime.h>
