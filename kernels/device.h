@@ -82,7 +82,7 @@ struct Gemm {
   Epilogue epilogue = Epilogue::kNone;
   ConstTypedPtr bias{};  // kBias, kGeluBias: n values of C's type
   TypedPtr aux{};        // kGeluBias (written), kGeluGrad (read): [m, n], row stride ld_aux
-  int64_t ld_aux = 0;
+  int64_t ld_aux = 0;    // a multiple of 8, at least n (cuBLASLt's condition; both devices check it)
   float* bias_grad = nullptr;  // kBiasGradA, kBiasGradB
 };
 

@@ -1,13 +1,16 @@
 // Tests for the CUDA device table (kernels/cuda/) against the CPU reference table
-// (kernels/cpu/): every op on random inputs from fixed seeds, on shapes that are not multiples of
-// 8, 16 or 32 (1x1, 3x5x7, 129x257x63, ...), every transpose, GEMMs on padded rows and strided
-// batches, and operands at odd float offsets, compared element by element as
-// |cuda - ref| <= abs + rel * |ref| with the tolerance stated per op below; the worst element of
-// each comparison is printed. GEMMs, the activations, the loss, the optimizer steps,
-// sum_squares, attention, LayerNorm and the embedding also run twice on the same inputs and must
-// give bitwise the same output. The CUDA ops run on a stream of their own that does not
-// synchronize with the legacy default stream, so an op that launched on another stream, or a copy
-// back that did not wait for its stream, shows as a wrong result.
+// (kernels/cpu/): every op on random inputs from fixed seeds, in each element type it takes (f32
+// and bf16: the inputs rounded to bf16 on the host, so that both sides compute from the same
+// values), on shapes that are not multiples of 8, 16 or 32 (1x1, 3x5x7, 129x257x63, ...), every
+// transpose and every epilogue, GEMMs on padded rows and strided batches, and operands at odd
+// element offsets, compared element by element as |cuda - ref| <= abs + rel * |ref| (bf16 values
+// widened to float) with the tolerance stated per op below; the worst element of each comparison
+// is printed. Every op also runs twice on the same inputs and must give bitwise the same output.
+// The CUDA ops run on a stream of their own that does not synchronize with the legacy default
+// stream, so an op that launched on another stream, or a copy back that did not wait for its
+// stream, shows as a wrong result. Where the device counts what it does (info.activity: the CPU
+// implementation of CUDA does, a GPU does not), each op must queue the launches and cuBLASLt calls
+// it is expected to and never make the host wait.
 //
 // The CUDA table is the backend library TRAINCTL_CUDA_BACKEND names (kernels/device.h): the
 // GPU's, where the backend finding no usable GPU makes the program print why and exit 77 (meson's
@@ -16,14 +19,16 @@
 // as different bits. `--only GROUP` runs one group of ops. Any failure exits 1.
 //
 // `test_cuda_kernels --large` runs instead the shapes of the benchmark MLP (4 x 8192 hidden,
-// batch 8192, scripts/bench_gpu_mlp.py): its GEMMs with every transpose in fp32 and bf16, and
-// bias + activation forward and backward at 8192 x 8192; and GPT-2 124M's loss, attention,
-// LayerNorm and embedding (8 x 1024 tokens, 768 wide, 12 heads, vocabulary 50257). The CPU
-// reference takes a while there (about 20 TFLOP of OpenBLAS GEMMs), so meson's test leaves them
-// out; scripts/gpu_check.sh runs them on the GPU machine.
+// batch 8192, scripts/bench_gpu_mlp.py): its GEMMs with every transpose, and as the model runs
+// them with their epilogues, and the activations over 8192 x 8192; and GPT-2 124M's (8 x 1024
+// tokens, 768 wide, 12 heads, vocabulary 50257): its GEMMs with their epilogues, the loss,
+// attention, LayerNorm, the embedding and an optimizer step over 124M parameters; in f32 and
+// bf16. The CPU reference takes a while there (about 30 TFLOP of OpenBLAS GEMMs), so meson's test
+// leaves them out; scripts/gpu_check.sh runs them on the GPU machine.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -32,8 +37,10 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -42,23 +49,34 @@
 namespace {
 
 using trainctl::Activation;
+using trainctl::Bf16;
+using trainctl::ConstTypedPtr;
 using trainctl::Device;
+using trainctl::DeviceActivity;
+using trainctl::ElementType;
+using trainctl::Epilogue;
 using trainctl::Gemm;
+using trainctl::ParameterUpdate;
 using trainctl::Stream;
+using trainctl::TypedPtr;
+
+constexpr ElementType kF32 = ElementType::kF32;
+constexpr ElementType kBf16 = ElementType::kBf16;
+constexpr ElementType kElementTypes[] = {kF32, kBf16};
 
 struct Tolerance {
   double abs, rel;
 };
 
-// Tolerances, per op and dtype. Operands are in [-1, 1] unless said otherwise.
+// Tolerances, per op, for fp32 results. Operands are in [-1, 1] unless said otherwise.
 // Same IEEE operations in the same order, uncontracted (nvcc --fmad=false): bitwise equal.
 constexpr Tolerance kExact{0.0, 0.0};
 // fp32 GEMM, k <= 1031: both sum in fp32, in different orders (OpenBLAS's blocking, cuBLASLt's).
 constexpr Tolerance kGemmFp32{1e-4, 1e-4};
 constexpr int64_t kGemmToleranceDepth = 1031;
-// bf16 GEMM against the CPU gemm_bf16: the same rounded operands and exact products, summed in
-// fp32 in different orders, on the GPU by tensor cores. Operands left unrounded on one side
-// would differ by about 1e-2.
+// bf16 operands: both sides widen the same bf16 values exactly and sum the exact products in fp32,
+// in different orders, on the GPU by tensor cores (whose fp32 accumulation aligns the products
+// to the largest before adding, losing low bits that an IEEE sum keeps).
 constexpr Tolerance kGemmBf16{5e-4, 5e-4};
 // GELU, z in [-4, 4]: erff and expf are not correctly rounded on either side (CUDA's within 2
 // ulp, glibc's vector versions within 4), so 1 + erf differs by up to about 6 ulp of 1.
@@ -72,18 +90,47 @@ constexpr Tolerance kGeluTanh{5e-6, 2e-6};
 constexpr Tolerance kSoftmaxGrad{1e-12, 1e-6};
 // Sums in double in different orders: the loss sum and sum_squares.
 constexpr Tolerance kDoubleSum{1e-10, 1e-11};
-// grad_bias, a float sum over rows: the CPU adds row by row, CUDA in blocks of rows, so the
-// rounding differs by up to about an ulp of the running sum per row.
+// A float sum over rows (a bias gradient, LayerNorm's weight and bias gradients): the CPU adds
+// row by row, CUDA in blocks of rows (cuBLASLt: as its kernel tiles k), so the rounding differs
+// by up to about an ulp of the running sum per row.
 Tolerance grad_bias_tolerance(int64_t rows) { return {2e-7 * static_cast<double>(rows) + 1e-6, 1e-6}; }
+
+// A result stored in bf16 is rounded once from fp32 values that agree within the op's fp32
+// tolerance, so the two sides may land on neighbouring bf16 values: one bf16 ulp apart, at most
+// 2^-7 of either. Where the fp32 values are bitwise equal, so are the bf16 ones.
+constexpr double kBf16Ulp = 1.0 / 128.0;
+Tolerance stored_in(ElementType type, Tolerance fp32) {
+  if (type == kF32 || (fp32.abs == 0.0 && fp32.rel == 0.0)) return fp32;
+  return {fp32.abs, fp32.rel + kBf16Ulp};
+}
 
 // The GEMM tolerances above hold up to k = 1031. A sum of more terms rounds more often, and its
 // error bound grows linearly in k, so beyond that the absolute part grows with k / 1031: 7.9e-4
 // for fp32 at k = 8192, where OpenBLAS and an fp32 sum tile by tile (32 terms at a time, as
 // tensor cores add) were measured 9.2e-5 apart at most (256 x 256 outputs, |ref| up to 151).
-Tolerance gemm_tolerance(bool bf16, int64_t k) {
-  const Tolerance depth_1031 = bf16 ? kGemmBf16 : kGemmFp32;
+Tolerance gemm_tolerance(ElementType operands, int64_t k) {
+  const Tolerance depth_1031 = operands == kBf16 ? kGemmBf16 : kGemmFp32;
   const double growth = std::max(1.0, static_cast<double>(k) / static_cast<double>(kGemmToleranceDepth));
   return {depth_1031.abs * growth, depth_1031.rel};
+}
+
+// C after the epilogue, from a product P within `product` of the CPU's. The tanh GELU's slope is
+// at most 1.13, so gelu(P + bias) moves by 1.2 times P's error, plus kGeluTanh's own; its
+// derivative differs by kGeluTanh's (z in [-4, 4]) and multiplies P, at most about 10 here
+// (|P| <= 10 for k <= 1031 products of [-1, 1]), so P * gelu'(z) by 10 times that more.
+Tolerance epilogue_tolerance(Epilogue epilogue, Tolerance product) {
+  switch (epilogue) {
+    case Epilogue::kGeluBias:
+      return {1.2 * product.abs + kGeluTanh.abs, 1.2 * product.rel + kGeluTanh.rel};
+    case Epilogue::kGeluGrad:
+      return {1.2 * product.abs + 10.0 * (kGeluTanh.abs + 1.2 * kGeluTanh.rel), 1.2 * product.rel};
+    case Epilogue::kNone:
+    case Epilogue::kBias:
+    case Epilogue::kBiasGradA:
+    case Epilogue::kBiasGradB:
+      break;
+  }
+  return product;
 }
 
 Tolerance activation_tolerance(Activation act) {
@@ -100,6 +147,18 @@ Tolerance activation_tolerance(Activation act) {
 }
 
 constexpr Activation kActivations[] = {Activation::kNone, Activation::kRelu, Activation::kGelu, Activation::kGeluTanh};
+
+const char* epilogue_name(Epilogue epilogue) {
+  switch (epilogue) {
+    case Epilogue::kNone: return "none";
+    case Epilogue::kBias: return "bias";
+    case Epilogue::kGeluBias: return "gelu_bias";
+    case Epilogue::kGeluGrad: return "gelu_grad";
+    case Epilogue::kBiasGradA: return "bias_grad_a";
+    case Epilogue::kBiasGradB: return "bias_grad_b";
+  }
+  return "unknown";
+}
 
 // The CPU reference ignores streams.
 const Device& cpu() { return trainctl::cpu_device(); }
@@ -127,36 +186,115 @@ std::vector<int32_t> random_labels(size_t n, int64_t classes, uint64_t seed) {
   return labels;
 }
 
-// Device memory of the CUDA table holding a copy of a host vector (plus `offset` leading
-// elements, to place the data at an odd address); freed at scope exit.
+// z in [-4, 4] with every 7th element exactly 0 (GELU's derivative takes its own branch there).
+std::vector<float> pre_activations(size_t n, uint64_t seed) {
+  std::vector<float> z = random_floats(n, -4.0f, 4.0f, seed);
+  for (size_t i = 0; i < n; i += 7) z[i] = 0.0f;
+  return z;
+}
+
+// Values on the host in an element type: the floats themselves, or the bf16s they round to.
+class HostTensor {
+ public:
+  HostTensor(ElementType type, const std::vector<float>& values) : type_(type) {
+    if (type == kBf16) {
+      bf16_.resize(values.size());
+      std::transform(values.begin(), values.end(), bf16_.begin(), trainctl::to_bf16);
+    } else {
+      f32_ = values;
+    }
+  }
+
+  ElementType type() const { return type_; }
+  size_t size() const { return type_ == kBf16 ? bf16_.size() : f32_.size(); }
+  size_t bytes() const { return size() * trainctl::element_bytes(type_); }
+  TypedPtr data() { return type_ == kBf16 ? TypedPtr(bf16_.data()) : TypedPtr(f32_.data()); }
+  ConstTypedPtr data() const { return type_ == kBf16 ? ConstTypedPtr(bf16_.data()) : ConstTypedPtr(f32_.data()); }
+  // The values as floats (bf16 widened, exactly).
+  std::vector<float> floats() const {
+    if (type_ == kF32) return f32_;
+    std::vector<float> widened(bf16_.size());
+    std::transform(bf16_.begin(), bf16_.end(), widened.begin(), [](Bf16 x) { return trainctl::to_float(x); });
+    return widened;
+  }
+
+ private:
+  ElementType type_;
+  std::vector<float> f32_;
+  std::vector<Bf16> bf16_;
+};
+
+HostTensor random_tensor(ElementType type, size_t n, float low, float high, uint64_t seed) {
+  return {type, random_floats(n, low, high, seed)};
+}
+
+// Device memory of the CUDA table holding `count` elements of `bytes_each` bytes, `offset`
+// elements into its allocation (to place the data at an odd address); freed at scope exit.
+class DeviceAllocation {
+ public:
+  DeviceAllocation(const Gpu& gpu, size_t count, size_t bytes_each, size_t offset)
+      : gpu_(gpu),
+        base_(static_cast<std::byte*>(gpu.device.memory.alloc((offset + count) * bytes_each))),
+        data_(base_ + offset * bytes_each) {}
+  DeviceAllocation(const DeviceAllocation&) = delete;
+  DeviceAllocation& operator=(const DeviceAllocation&) = delete;
+  ~DeviceAllocation() { gpu_.device.memory.release(base_); }
+
+  void* data() const { return data_; }
+  void upload(const void* host, size_t bytes) const { gpu_.device.memory.upload(gpu_.stream, data_, host, bytes); }
+  void download(void* host, size_t bytes) const { gpu_.device.memory.download(gpu_.stream, host, data_, bytes); }
+
+ private:
+  const Gpu& gpu_;
+  std::byte* base_;
+  std::byte* data_;
+};
+
+// A copy of a host vector in the CUDA table's memory.
 template <typename T>
 class DeviceCopy {
  public:
   DeviceCopy(const Gpu& gpu, const std::vector<T>& host, size_t offset = 0)
-      : gpu_(gpu),
-        size_(host.size()),
-        base_(static_cast<T*>(gpu.device.memory.alloc((offset + host.size()) * sizeof(T)))),
-        data_(base_ + offset) {
+      : size_(host.size()), memory_(gpu, host.size(), sizeof(T), offset) {
     write(host);
   }
-  DeviceCopy(const DeviceCopy&) = delete;
-  DeviceCopy& operator=(const DeviceCopy&) = delete;
-  ~DeviceCopy() { gpu_.device.memory.release(base_); }
 
-  T* get() const { return data_; }
-  void write(const std::vector<T>& host) { gpu_.device.memory.upload(gpu_.stream, data_, host.data(), bytes()); }
+  T* get() const { return static_cast<T*>(memory_.data()); }
+  void write(const std::vector<T>& host) { memory_.upload(host.data(), bytes()); }
   std::vector<T> read() const {
     std::vector<T> host(size_);
-    gpu_.device.memory.download(gpu_.stream, host.data(), data_, bytes());
+    memory_.download(host.data(), bytes());
     return host;
   }
   size_t bytes() const { return size_ * sizeof(T); }
 
  private:
-  const Gpu& gpu_;
   size_t size_;
-  T* base_;
-  T* data_;
+  DeviceAllocation memory_;
+};
+
+// A copy of a host tensor in the CUDA table's memory, read back as floats.
+class DeviceTensor {
+ public:
+  DeviceTensor(const Gpu& gpu, const HostTensor& host, size_t offset = 0)
+      : type_(host.type()),
+        size_(host.size()),
+        memory_(gpu, host.size(), trainctl::element_bytes(host.type()), offset) {
+    write(host);
+  }
+
+  TypedPtr get() const { return {memory_.data(), type_}; }
+  void write(const HostTensor& host) { memory_.upload(host.data().data, host.bytes()); }
+  std::vector<float> read() const {
+    HostTensor host(type_, std::vector<float>(size_));
+    memory_.download(host.data().data, host.bytes());
+    return host.floats();
+  }
+
+ private:
+  ElementType type_;
+  size_t size_;
+  DeviceAllocation memory_;
 };
 
 // The schedules of the CPU implementation of CUDA (cuda_on_cpu/execution.cpp) that an op's first
@@ -236,6 +374,10 @@ class Checker {
         first.size() == second.size() && std::memcmp(first.data(), second.data(), first.size() * sizeof(T)) == 0;
     record(same, what + ": " + (same ? "bitwise the same " : "differs ") + schedules.runs());
   }
+  template <typename T>
+  void check_deterministic(const std::string& what, T first, T second) {
+    check_deterministic(what, std::vector<T>{first}, std::vector<T>{second});
+  }
 
   void record(bool passed, const std::string& line) {
     ++checks_;
@@ -251,13 +393,47 @@ class Checker {
   int failures_ = 0;
 };
 
+// What one call of an op queues, where the device counts it (info.activity): kernel launches
+// (memsets and device copies included) and cuBLASLt matmuls. No op but a download makes the host
+// wait for the device.
+struct Queued {
+  int64_t launches = 0, blas_calls = 0;
+};
+
+// Runs `op` once more (its inputs as the runs before left them: scratch has grown, GEMM plans are
+// made) and checks what it queued, where the device counts it.
+void check_queued(const Gpu& gpu, Checker& checker, const std::string& what, Queued expected,
+                  const std::function<void()>& op) {
+  const std::optional<DeviceActivity> before = gpu.device.info.activity();
+  op();
+  const std::optional<DeviceActivity> after = gpu.device.info.activity();
+  if (!before || !after) return;
+  const int64_t launches = after->kernel_launches - before->kernel_launches;
+  const int64_t blas_calls = after->blas_calls - before->blas_calls;
+  const int64_t waits = after->host_syncs - before->host_syncs + after->upload_waits - before->upload_waits;
+  checker.record(launches == expected.launches && blas_calls == expected.blas_calls && waits == 0,
+                 fmt::format("{}: queues {} launches and {} cuBLASLt calls (expected {} and {}), host waits {}", what,
+                             launches, blas_calls, expected.launches, expected.blas_calls, waits));
+}
+
 std::string shape_name(int64_t a, int64_t b) { return fmt::format("{}x{}", a, b); }
 std::string shape_name(int64_t a, int64_t b, int64_t c) { return fmt::format("{}x{}x{}", a, b, c); }
+const char* type_name(ElementType type) { return trainctl::element_type_name(type); }
+
+// Floats of which every third lies halfway between two bf16 values (1 + odd multiples of 2^-8,
+// either sign): rounding them to even, as the CPU does, or any other way shows.
+std::vector<float> with_bf16_ties(std::vector<float> values, uint64_t seed) {
+  std::mt19937_64 engine(seed);
+  for (size_t i = 0; i < values.size(); i += 3) {
+    const float sign = engine() % 2 != 0 ? -1.0f : 1.0f;
+    values[i] = sign * (1.0f + static_cast<float>(2 * (engine() % 64) + 1) / 256.0f);
+  }
+  return values;
+}
 
 void test_memory(const Gpu& gpu, Checker& checker) {
   const trainctl::MemoryOps& memory = gpu.device.memory;
   const std::vector<float> values = random_floats(1000, -1.0f, 1.0f, 1);
-  const auto n = static_cast<int64_t>(values.size());
   DeviceCopy<float> device(gpu, values, 3);
   checker.compare("upload/download 1000 floats", device.read(), values, kExact);
 
@@ -273,20 +449,59 @@ void test_memory(const Gpu& gpu, Checker& checker) {
   checker.compare("copy device to device", target.read(), values, kExact);
 
   // Nothing waits between the three: each is ordered after the one before on the stream.
-  memory.fill_zero(gpu.stream, device.get(), n);
+  memory.fill_zero(gpu.stream, device.get(), device.bytes());
   memory.copy(gpu.stream, target.get(), device.get(), device.bytes());
   checker.compare("fill_zero, then copy", target.read(), std::vector<float>(values.size(), 0.0f), kExact);
+  check_queued(gpu, checker, "fill_zero", {.launches = 1},
+               [&] { memory.fill_zero(gpu.stream, device.get(), device.bytes()); });
+  check_queued(gpu, checker, "copy", {.launches = 1},
+               [&] { memory.copy(gpu.stream, target.get(), device.get(), device.bytes()); });
 
   // What the table knows of this GPU: printed, not checked (0 is a GPU the table does not list).
-  std::printf("[INFO] peak_flops: bf16 %.4g, fp32 %.4g FLOP/s\n", memory.peak_flops(true), memory.peak_flops(false));
+  std::printf("[INFO] peak_flops: bf16 %.4g, fp32 %.4g FLOP/s\n", gpu.device.info.peak_flops(true),
+              gpu.device.info.peak_flops(false));
 }
+
+// memory.convert both ways, and to its own type (a copy), against the CPU's: exact (rounding to
+// nearest, ties to even, on both sides). Four elements at a time where both sides are aligned
+// for it: offset 1 is not, offset 2 is for bf16 only.
+void test_convert(const Gpu& gpu, Checker& checker) {
+  uint64_t seed = 50;
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{100003}})
+    for (size_t offset : {size_t{0}, size_t{1}, size_t{2}})
+      for (ElementType from : kElementTypes)
+        for (ElementType to : kElementTypes) {
+          const auto size = static_cast<size_t>(n);
+          ++seed;
+          const HostTensor source(from, with_bf16_ties(random_floats(size, -2.0f, 2.0f, seed), seed));
+          HostTensor ref(to, std::vector<float>(size, 3.0f));
+          cpu().memory.convert(kCpuStream, ref.data(), source.data(), n);
+          DeviceTensor device_source(gpu, source, offset),
+              device_target(gpu, HostTensor(to, std::vector<float>(size, 3.0f)), offset);
+          gpu.device.memory.convert(gpu.stream, device_target.get(), device_source.get(), n);
+          const std::string name =
+              fmt::format("convert {} -> {} n={}{}", type_name(from), type_name(to), n,
+                          offset != 0 ? fmt::format(" (offset {})", offset) : "");
+          checker.compare(name, device_target.read(), ref.floats(), kExact);
+          if (n == 1000 && offset == 0)
+            check_queued(gpu, checker, name, {.launches = 1}, [&] {
+              gpu.device.memory.convert(gpu.stream, device_target.get(), device_source.get(), n);
+            });
+        }
+}
+
+// The element types of a GEMM: its operands', and C's (bf16 only with bf16 operands).
+struct GemmTypes {
+  ElementType operands, c;
+};
+constexpr GemmTypes kGemmTypes[] = {{kF32, kF32}, {kBf16, kF32}, {kBf16, kBf16}};
 
 // A GEMM case: the shape and scalars, the offset of every operand from its allocation, and for
 // padded rows and batches, how the matrices lie in memory.
 struct GemmCase {
   int64_t m, n, k;
   float alpha = 1.0f, beta = 0.0f;
-  size_t offset = 0;  // of a, b and c from their allocations, in floats
+  size_t offset = 0;  // of a, b and c from their allocations, in elements
   int64_t batch = 1;
   int64_t row_padding = 0;  // ld = stored columns + row_padding, for a, b and c
   int64_t matrix_gap = 0;   // stride = stored rows * ld + matrix_gap
@@ -316,7 +531,7 @@ Gemm gemm_of_case(const GemmCase& shape, bool transpose_a, bool transpose_b) {
   };
 }
 
-// The floats an operand spans: `batch` matrices `stride` apart, of `rows` rows `ld` apart.
+// The elements an operand spans: `batch` matrices `stride` apart, of `rows` rows `ld` apart.
 size_t span(int64_t rows, int64_t ld, int64_t stride, int64_t batch) {
   return static_cast<size_t>((batch - 1) * stride + rows * ld);
 }
@@ -324,10 +539,11 @@ size_t span_a(const Gemm& g) { return span(g.transpose_a ? g.k : g.m, g.lda, g.s
 size_t span_b(const Gemm& g) { return span(g.transpose_b ? g.n : g.k, g.ldb, g.stride_b, g.batch); }
 size_t span_c(const Gemm& g) { return span(g.m, g.ldc, g.stride_c, g.batch); }
 
-std::string gemm_name(bool bf16, const GemmCase& shape, const Gemm& gemm) {
-  std::string name =
-      fmt::format("{} {}{} {} alpha={} beta={}", bf16 ? "gemm_bf16" : "gemm", gemm.transpose_a ? 'T' : 'N',
-                  gemm.transpose_b ? 'T' : 'N', shape_name(shape.m, shape.n, shape.k), shape.alpha, shape.beta);
+std::string gemm_name(GemmTypes types, const GemmCase& shape, const Gemm& gemm) {
+  std::string name = fmt::format("gemm {}{} {} {}->{} alpha={} beta={}", gemm.transpose_a ? 'T' : 'N',
+                                 gemm.transpose_b ? 'T' : 'N', shape_name(shape.m, shape.n, shape.k),
+                                 type_name(types.operands), type_name(types.c), shape.alpha, shape.beta);
+  if (gemm.epilogue != Epilogue::kNone) name += fmt::format(" epilogue {}", epilogue_name(gemm.epilogue));
   if (shape.row_padding != 0) name += fmt::format(" lda={} ldb={} ldc={}", gemm.lda, gemm.ldb, gemm.ldc);
   if (shape.batch != 1)
     name += fmt::format(" batch={} strides={},{},{}", shape.batch, gemm.stride_a, gemm.stride_b, gemm.stride_c);
@@ -335,42 +551,89 @@ std::string gemm_name(bool bf16, const GemmCase& shape, const Gemm& gemm) {
   return name;
 }
 
-// Runs `gemm` on a, b and c_init on both tables; c's padding and gaps must come back as they were.
-void test_gemm(const Gpu& gpu, Checker& checker, bool bf16, const GemmCase& shape, const Gemm& gemm,
-               const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& c_init) {
-  const auto gemm_of = [bf16](const Device& device) { return bf16 ? device.blas.gemm_bf16 : device.blas.gemm; };
-  const auto with_operands = [&gemm](const float* a_data, const float* b_data, float* c_data) {
-    Gemm operands = gemm;
-    operands.a = a_data;
-    operands.b = b_data;
-    operands.c = c_data;
-    return operands;
-  };
-  std::vector<float> ref = c_init;
-  gemm_of(cpu())(kCpuStream, with_operands(a.data(), b.data(), ref.data()));
-  DeviceCopy<float> device_a(gpu, a, shape.offset), device_b(gpu, b, shape.offset), device_c(gpu, c_init, shape.offset);
-  const auto run = [&] {
-    device_c.write(c_init);
-    gemm_of(gpu.device)(gpu.stream, with_operands(device_a.get(), device_b.get(), device_c.get()));
-    return device_c.read();
-  };
-  const std::vector<float> first = first_run(run);
-  const std::string name = gemm_name(bf16, shape, gemm);
-  checker.compare(name, first, ref, gemm_tolerance(bf16, shape.k));
-  checker.check_deterministic(name, first, second_run(run));
+// A GEMM's tensors on the host: its operands and C, and its epilogue's bias (n values), GELU input
+// ([m, ld_aux]) and bias gradient (m or n floats).
+struct GemmTensors {
+  HostTensor a, b, c, bias, aux;
+  std::vector<float> bias_grad;
+};
+
+// The GEMM on `tensors`' host or device memory.
+Gemm with_tensors(Gemm gemm, ConstTypedPtr a, ConstTypedPtr b, TypedPtr c, ConstTypedPtr bias, TypedPtr aux,
+                  float* bias_grad) {
+  gemm.a = a;
+  gemm.b = b;
+  gemm.c = c;
+  if (gemm.epilogue == Epilogue::kBias || gemm.epilogue == Epilogue::kGeluBias) gemm.bias = bias;
+  if (gemm.epilogue == Epilogue::kGeluBias || gemm.epilogue == Epilogue::kGeluGrad) gemm.aux = aux;
+  if (gemm.epilogue == Epilogue::kBiasGradA || gemm.epilogue == Epilogue::kBiasGradB) gemm.bias_grad = bias_grad;
+  return gemm;
 }
 
-// Every case in fp32 and bf16, with every transpose, on random operands from `seed` on.
-void test_gemm_cases(const Gpu& gpu, Checker& checker, std::span<const GemmCase> cases, uint64_t seed) {
-  for (bool bf16 : {false, true})
+// Runs `gemm` on the tensors on both tables and compares what it writes: C (whose padding and
+// gaps must come back as they were), and the GELU input or the bias gradient its epilogue writes.
+void test_gemm(const Gpu& gpu, Checker& checker, GemmTypes types, const GemmCase& shape, const Gemm& gemm,
+               const GemmTensors& tensors) {
+  GemmTensors ref = tensors;
+  cpu().blas.gemm(kCpuStream, with_tensors(gemm, ref.a.data(), ref.b.data(), ref.c.data(), ref.bias.data(),
+                                           ref.aux.data(), ref.bias_grad.data()));
+  DeviceTensor a(gpu, tensors.a, shape.offset), b(gpu, tensors.b, shape.offset), c(gpu, tensors.c, shape.offset),
+      bias(gpu, tensors.bias, shape.offset), aux(gpu, tensors.aux, shape.offset);
+  DeviceCopy<float> bias_grad(gpu, tensors.bias_grad, shape.offset);
+  const Gemm device_gemm = with_tensors(gemm, a.get(), b.get(), c.get(), bias.get(), aux.get(), bias_grad.get());
+  struct Result {
+    std::vector<float> c, aux, bias_grad;
+  };
+  const auto run = [&] {
+    c.write(tensors.c);
+    aux.write(tensors.aux);
+    bias_grad.write(tensors.bias_grad);
+    gpu.device.blas.gemm(gpu.stream, device_gemm);
+    return Result{c.read(), aux.read(), bias_grad.read()};
+  };
+  const Result first = first_run(run), second = second_run(run);
+  const std::string name = gemm_name(types, shape, gemm);
+  const Tolerance product = gemm_tolerance(types.operands, shape.k);
+  checker.compare(name + " c", first.c, ref.c.floats(), stored_in(types.c, epilogue_tolerance(gemm.epilogue, product)));
+  checker.check_deterministic(name + " c", first.c, second.c);
+  if (gemm.epilogue == Epilogue::kGeluBias) {
+    checker.compare(name + " aux", first.aux, ref.aux.floats(), stored_in(types.c, product));
+    checker.check_deterministic(name + " aux", first.aux, second.aux);
+  }
+  if (gemm.epilogue == Epilogue::kBiasGradA || gemm.epilogue == Epilogue::kBiasGradB) {
+    checker.compare(name + " bias_grad", first.bias_grad, ref.bias_grad, grad_bias_tolerance(shape.k));
+    checker.check_deterministic(name + " bias_grad", first.bias_grad, second.bias_grad);
+  }
+  // One cuBLASLt call, and a bias gradient's addition into the float gradient (once per case).
+  const bool bias_gradient = gemm.epilogue == Epilogue::kBiasGradA || gemm.epilogue == Epilogue::kBiasGradB;
+  if (!gemm.transpose_a && !gemm.transpose_b)
+    check_queued(gpu, checker, name, {.launches = bias_gradient ? 1 : 0, .blas_calls = 1},
+                 [&] { gpu.device.blas.gemm(gpu.stream, device_gemm); });
+}
+
+// The GEMM's tensors, random from `seed` on: operands in [-1, 1], the GELU input of kGeluGrad in
+// [-4, 4], and for an epilogue that writes its GELU input, a buffer of its own values whose
+// padding must stay.
+GemmTensors random_gemm_tensors(GemmTypes types, const Gemm& gemm, uint64_t& seed) {
+  const bool bias_grad_of_a = gemm.epilogue == Epilogue::kBiasGradA;
+  const auto aux_size = static_cast<size_t>(gemm.m * std::max(gemm.ld_aux, int64_t{1}));
+  return {random_tensor(types.operands, span_a(gemm), -1.0f, 1.0f, ++seed),
+          random_tensor(types.operands, span_b(gemm), -1.0f, 1.0f, ++seed),
+          random_tensor(types.c, span_c(gemm), -1.0f, 1.0f, ++seed),
+          random_tensor(types.c, static_cast<size_t>(gemm.n), -1.0f, 1.0f, ++seed),
+          HostTensor(types.c, pre_activations(aux_size, ++seed)),
+          random_floats(static_cast<size_t>(bias_grad_of_a ? gemm.m : gemm.n), -1.0f, 1.0f, ++seed)};
+}
+
+// Every case in each of `types`, with every transpose, on random operands from `seed` on.
+void test_gemm_cases(const Gpu& gpu, Checker& checker, std::span<const GemmCase> cases,
+                     std::span<const GemmTypes> types, uint64_t seed) {
+  for (const GemmTypes& gemm_types : types)
     for (const GemmCase& shape : cases)
       for (bool transpose_a : {false, true})
         for (bool transpose_b : {false, true}) {
           const Gemm gemm = gemm_of_case(shape, transpose_a, transpose_b);
-          const auto a = random_floats(span_a(gemm), -1.0f, 1.0f, ++seed);
-          const auto b = random_floats(span_b(gemm), -1.0f, 1.0f, ++seed);
-          const auto c = random_floats(span_c(gemm), -1.0f, 1.0f, ++seed);
-          test_gemm(gpu, checker, bf16, shape, gemm, a, b, c);
+          test_gemm(gpu, checker, gemm_types, shape, gemm, random_gemm_tensors(gemm_types, gemm, seed));
         }
 }
 
@@ -401,129 +664,146 @@ void test_gemms(const Gpu& gpu, Checker& checker) {
        .matrix_gap = 7},
       {.m = 17, .n = 33, .k = 9, .beta = 1.0f, .offset = 3, .batch = 5, .row_padding = 2, .shared_b = true},
   };
-  test_gemm_cases(gpu, checker, cases, 100);
-
-  // Operands halfway between two bf16 values (1 + odd multiples of 2^-8): rounding them toward
-  // even, as the CPU does, or any other way shows as about 4e-3 relative.
-  const GemmCase ties{.m = 5, .n = 6, .k = 7};
-  std::mt19937_64 engine(7);
-  auto halfway = [&engine](size_t n) {
-    std::vector<float> values(n);
-    for (float& value : values) {
-      const float sign = engine() % 2 != 0 ? -1.0f : 1.0f;
-      value = sign * (1.0f + static_cast<float>(2 * (engine() % 64) + 1) / 256.0f);
-    }
-    return values;
-  };
-  const Gemm gemm = gemm_of_case(ties, false, false);
-  test_gemm(gpu, checker, true, ties, gemm, halfway(span_a(gemm)), halfway(span_b(gemm)),
-            std::vector<float>(span_c(gemm), 0.0f));
+  test_gemm_cases(gpu, checker, cases, kGemmTypes, 100);
 }
 
-// The benchmark MLP's GEMMs, batch 8192: the hidden layers' 8192 x 8192 x 8192, overwriting and
-// accumulating (beta = 1, as weight gradients do), the first layer's forward from 1024 inputs,
-// and the classifier's weight gradient (1024 classes); the transposes make the other passes.
-void test_benchmark_gemms(const Gpu& gpu, Checker& checker) {
-  const GemmCase cases[] = {
-      {.m = 8192, .n = 8192, .k = 8192},
-      {.m = 8192, .n = 8192, .k = 8192, .beta = 1.0f},
-      {.m = 8192, .n = 8192, .k = 1024},
-      {.m = 1024, .n = 8192, .k = 8192, .beta = 1.0f},
-  };
-  test_gemm_cases(gpu, checker, cases, 800);
-}
-
-// z in [-4, 4] with every 7th element exactly 0 (GELU's derivative takes its own branch there).
-std::vector<float> pre_activations(size_t n, uint64_t seed) {
-  std::vector<float> z = random_floats(n, -4.0f, 4.0f, seed);
-  for (size_t i = 0; i < n; i += 7) z[i] = 0.0f;
-  return z;
-}
-
-struct ActivationShape {
-  int64_t rows, cols;
-  size_t offset = 0;  // of every operand from its allocation, in floats
+// An epilogue's case: the GEMM's, and the GELU input's row stride (a multiple of 8 of at least n).
+struct EpilogueCase {
+  GemmCase shape;
+  int64_t ld_aux;
 };
-// 64 and 2308 columns at offset 0 are rows of whole aligned float4s, which the forward moves four
-// floats at a time; the other widths, and offset 1, one float at a time. A narrow matrix's rows
-// share a warp (1, 7, 10, 64 columns); a wide one's spread over column tiles (257, 2308).
-constexpr ActivationShape kActivationShapes[] = {{1, 1},      {3, 7},      {129, 257},    {4099, 70},
-                                                 {20000, 10}, {129, 64},   {129, 64, 1},  {33, 2308}};
-// The benchmark MLP's hidden activations: batch 8192, 8192 wide.
-constexpr ActivationShape kBenchmarkActivationShapes[] = {{8192, 8192}};
 
-void test_bias_act_forward(const Gpu& gpu, Checker& checker, std::span<const ActivationShape> shapes, uint64_t seed) {
-  for (const auto [rows, cols, offset] : shapes)
-    for (Activation act : kActivations)
-      for (bool in_place : {false, true}) {
-        const auto n = static_cast<size_t>(rows * cols);
-        const std::vector<float> z_init = pre_activations(n, ++seed);
-        const std::vector<float> bias = random_floats(static_cast<size_t>(cols), -1.0f, 1.0f, ++seed);
-        std::vector<float> ref_z = z_init, ref_out(n);
-        cpu().elementwise.bias_act_forward(kCpuStream, ref_z.data(), bias.data(), ref_out.data(), rows, cols, act);
-
-        DeviceCopy<float> z(gpu, z_init, offset), device_bias(gpu, bias, offset),
-            separate_out(gpu, std::vector<float>(n), offset);
-        // In place: out is z, which then holds act(z).
-        DeviceCopy<float>& out = in_place ? z : separate_out;
-        const auto run = [&] {
-          z.write(z_init);
-          gpu.device.elementwise.bias_act_forward(gpu.stream, z.get(), device_bias.get(), out.get(), rows, cols, act);
-          return out.read();
-        };
-        const std::vector<float> first = first_run(run);
-        const std::string name = fmt::format("bias_act_forward {} {}{}{}", activation_name(act), shape_name(rows, cols),
-                                             offset != 0 ? " (unaligned)" : "", in_place ? " in place" : "");
-        if (!in_place) checker.compare(name + " z", z.read(), ref_z, kExact);
-        checker.compare(name + " out", first, ref_out, activation_tolerance(act));
-        checker.check_deterministic(name, first, second_run(run));
+// Every epilogue with every transpose in each element type it takes (the bias gradients only into
+// a float C), on the cases' shapes.
+void test_epilogue_cases(const Gpu& gpu, Checker& checker, std::span<const EpilogueCase> cases, uint64_t seed) {
+  for (const EpilogueCase& epilogue_case : cases)
+    for (Epilogue epilogue :
+         {Epilogue::kBias, Epilogue::kGeluBias, Epilogue::kGeluGrad, Epilogue::kBiasGradA, Epilogue::kBiasGradB})
+      for (const GemmTypes& types : kGemmTypes) {
+        const bool bias_gradient = epilogue == Epilogue::kBiasGradA || epilogue == Epilogue::kBiasGradB;
+        if (bias_gradient && types.c != kF32) continue;
+        for (bool transpose_a : {false, true})
+          for (bool transpose_b : {false, true}) {
+            Gemm gemm = gemm_of_case(epilogue_case.shape, transpose_a, transpose_b);
+            gemm.epilogue = epilogue;
+            gemm.ld_aux = epilogue_case.ld_aux;
+            test_gemm(gpu, checker, types, epilogue_case.shape, gemm, random_gemm_tensors(types, gemm, seed));
+          }
       }
 }
 
-void test_bias_act_backward(const Gpu& gpu, Checker& checker, std::span<const ActivationShape> shapes, uint64_t seed) {
-  for (const auto [rows, cols, offset] : shapes)
-    for (Activation act : kActivations)
-      for (bool in_place : {false, true}) {
-        const auto n = static_cast<size_t>(rows * cols);
-        const std::vector<float> grad_out = random_floats(n, -1.0f, 1.0f, ++seed);
-        std::vector<float> z = pre_activations(n, ++seed), out(n);
-        cpu().elementwise.bias_act_forward(kCpuStream, z.data(),
-                                           std::vector<float>(static_cast<size_t>(cols), 0.0f).data(), out.data(), rows,
-                                           cols, act);
-        const std::vector<float> grad_bias_init = random_floats(static_cast<size_t>(cols), -1.0f, 1.0f, ++seed);
-        std::vector<float> ref_grad_z(n), ref_grad_bias = grad_bias_init;
-        // Without an activation, z and out are not read, and the model passes null for them.
-        const bool no_inputs = act == Activation::kNone;
-        cpu().elementwise.bias_act_backward(kCpuStream, grad_out.data(), no_inputs ? nullptr : z.data(),
-                                            no_inputs ? nullptr : out.data(), ref_grad_z.data(), ref_grad_bias.data(),
-                                            rows, cols, act);
+void test_epilogues(const Gpu& gpu, Checker& checker) {
+  const EpilogueCase cases[] = {
+      {{.m = 1, .n = 1, .k = 1}, 8},
+      {{.m = 129, .n = 37, .k = 63}, 40},
+      // Accumulating into C (as weight gradients do), every tensor at an odd offset.
+      {{.m = 33, .n = 72, .k = 257, .beta = 1.0f, .offset = 1}, 88},
+  };
+  test_epilogue_cases(gpu, checker, cases, 200);
 
-        DeviceCopy<float> device_grad_out(gpu, grad_out, offset), device_z(gpu, z, offset),
-            device_out(gpu, out, offset), separate_grad_z(gpu, std::vector<float>(n), offset),
-            grad_bias(gpu, grad_bias_init, offset);
-        // In place, as the model calls it: grad_z is grad_out.
-        DeviceCopy<float>& grad_z = in_place ? device_grad_out : separate_grad_z;
-        struct Result {
-          std::vector<float> grad_z, grad_bias;
-        };
-        const auto run = [&] {
-          device_grad_out.write(grad_out);
-          grad_bias.write(grad_bias_init);
-          gpu.device.elementwise.bias_act_backward(gpu.stream, device_grad_out.get(),
-                                                   no_inputs ? nullptr : device_z.get(),
-                                                   no_inputs ? nullptr : device_out.get(), grad_z.get(),
-                                                   grad_bias.get(), rows, cols, act);
-          return Result{grad_z.read(), grad_bias.read()};
-        };
-        const Result first = first_run(run), second = second_run(run);
-        const std::string name =
-            fmt::format("bias_act_backward {} {}{}{}", activation_name(act), shape_name(rows, cols),
-                        offset != 0 ? " (unaligned)" : "", in_place ? " in place" : "");
-        checker.compare(name + " grad_z", first.grad_z, ref_grad_z, activation_tolerance(act));
-        checker.compare(name + " grad_bias", first.grad_bias, ref_grad_bias, grad_bias_tolerance(rows));
-        checker.check_deterministic(name + " grad_z", first.grad_z, second.grad_z);
-        checker.check_deterministic(name + " grad_bias", first.grad_bias, second.grad_bias);
-      }
+  // cuBLASLt takes the GELU input's row stride only in multiples of 8: both tables refuse others.
+  for (const Device* device : {&cpu(), &gpu.device}) {
+    Gemm gemm = gemm_of_case({.m = 2, .n = 3, .k = 4}, false, false);
+    gemm.epilogue = Epilogue::kGeluBias;
+    gemm.ld_aux = 12;
+    std::string error;
+    try {
+      device->blas.gemm(device == &cpu() ? kCpuStream : gpu.stream, gemm);
+    } catch (const std::logic_error& refused) {
+      error = refused.what();
+    }
+    checker.record(error.find("ld_aux") != std::string::npos,
+                   fmt::format("{} gemm with ld_aux 12: refused ({})", device->name, error));
+  }
+}
+
+// The activations' inputs: n elements, `offset` elements into their allocations. The vector path
+// moves 16 bytes at a time: four floats or eight bf16s, where every vector starts 16-byte
+// aligned; offset 1 is not, offset 4 is for floats only; n % 8 elements are left to the scalar
+// tail. (The grid-stride loop they share, for_each_pack, takes a thread over more than one
+// vector in sum_squares's test.)
+struct ActivationCase {
+  int64_t n;
+  size_t offset = 0;
+};
+constexpr ActivationCase kActivationCases[] = {{1}, {7}, {64}, {1003, 1}, {10003}, {10003, 1}, {10003, 4}};
+// The benchmark MLP's hidden activations: batch 8192, 8192 wide.
+constexpr ActivationCase kBenchmarkActivationCases[] = {{8192 * 8192}};
+
+std::string activation_case_name(const char* op, Activation act, ElementType type, const ActivationCase& shape,
+                                 bool in_place) {
+  return fmt::format("{} {} {} n={}{}{}", op, activation_name(act), type_name(type), shape.n,
+                     shape.offset != 0 ? fmt::format(" (offset {})", shape.offset) : "", in_place ? " in place" : "");
+}
+
+void test_activation_forward(const Gpu& gpu, Checker& checker, std::span<const ActivationCase> cases, uint64_t seed) {
+  for (const ActivationCase& shape : cases)
+    for (ElementType type : kElementTypes)
+      for (Activation act : kActivations)
+        for (bool in_place : {false, true}) {
+          const auto n = static_cast<size_t>(shape.n);
+          const HostTensor z(type, pre_activations(n, ++seed));
+          HostTensor ref(type, std::vector<float>(n));
+          cpu().elementwise.activation_forward(kCpuStream, ref.data(), z.data(), shape.n, act);
+
+          DeviceTensor device_z(gpu, z, shape.offset),
+              separate_out(gpu, HostTensor(type, std::vector<float>(n)), shape.offset);
+          // In place: out is z, which then holds act(z).
+          const DeviceTensor& out = in_place ? device_z : separate_out;
+          const auto op = [&] {
+            gpu.device.elementwise.activation_forward(gpu.stream, out.get(), device_z.get(), shape.n, act);
+          };
+          const auto run = [&] {
+            device_z.write(z);
+            op();
+            return out.read();
+          };
+          const std::vector<float> first = first_run(run);
+          const std::string name = activation_case_name("activation_forward", act, type, shape, in_place);
+          if (!in_place) checker.compare(name + " z untouched", device_z.read(), z.floats(), kExact);
+          checker.compare(name, first, ref.floats(), stored_in(type, activation_tolerance(act)));
+          checker.check_deterministic(name, first, second_run(run));
+          if (shape.n == 1003) check_queued(gpu, checker, name, {.launches = 1}, op);
+        }
+}
+
+void test_activation_backward(const Gpu& gpu, Checker& checker, std::span<const ActivationCase> cases, uint64_t seed) {
+  for (const ActivationCase& shape : cases)
+    for (ElementType type : kElementTypes)
+      for (Activation act : kActivations)
+        for (bool in_place : {false, true}) {
+          const auto n = static_cast<size_t>(shape.n);
+          const HostTensor grad_out = random_tensor(type, n, -1.0f, 1.0f, ++seed);
+          HostTensor z(type, pre_activations(n, ++seed)), out(type, std::vector<float>(n));
+          cpu().elementwise.activation_forward(kCpuStream, out.data(), z.data(), shape.n, act);
+          HostTensor ref(type, std::vector<float>(n));
+          // Without an activation, z and out are not read, and the model passes null for them.
+          const bool no_inputs = act == Activation::kNone;
+          cpu().elementwise.activation_backward(kCpuStream, ref.data(), grad_out.data(),
+                                                no_inputs ? ConstTypedPtr{} : z.data(),
+                                                no_inputs ? ConstTypedPtr{} : out.data(), shape.n, act);
+
+          DeviceTensor device_grad_out(gpu, grad_out, shape.offset), device_z(gpu, z, shape.offset),
+              device_out(gpu, out, shape.offset),
+              separate_grad_z(gpu, HostTensor(type, std::vector<float>(n)), shape.offset);
+          // In place, as the model calls it: grad_z is grad_out.
+          const DeviceTensor& grad_z = in_place ? device_grad_out : separate_grad_z;
+          const auto op = [&] {
+            gpu.device.elementwise.activation_backward(gpu.stream, grad_z.get(), device_grad_out.get(),
+                                                       no_inputs ? ConstTypedPtr{} : device_z.get(),
+                                                       no_inputs ? ConstTypedPtr{} : device_out.get(), shape.n, act);
+          };
+          const auto run = [&] {
+            device_grad_out.write(grad_out);
+            op();
+            return grad_z.read();
+          };
+          const std::vector<float> first = first_run(run);
+          const std::string name = activation_case_name("activation_backward", act, type, shape, in_place);
+          checker.compare(name, first, ref.floats(), stored_in(type, activation_tolerance(act)));
+          checker.check_deterministic(name, first, second_run(run));
+          if (shape.n == 1003) check_queued(gpu, checker, name, {.launches = 1}, op);
+        }
 }
 
 void test_add(const Gpu& gpu, Checker& checker) {
@@ -541,185 +821,320 @@ void test_add(const Gpu& gpu, Checker& checker) {
         DeviceCopy<float> device_a(gpu, a, offset), device_b(gpu, b, offset),
             separate_out(gpu, std::vector<float>(size), offset);
         DeviceCopy<float>& out = output == Output::kIsA ? device_a : output == Output::kIsB ? device_b : separate_out;
-        gpu.device.elementwise.add(gpu.stream, out.get(), device_a.get(), device_b.get(), n);
+        const auto op = [&] { gpu.device.elementwise.add(gpu.stream, out.get(), device_a.get(), device_b.get(), n); };
+        op();
         const char* output_name = output == Output::kIsA ? " out = a" : output == Output::kIsB ? " out = b" : "";
-        checker.compare(fmt::format("add n={}{}{}", n, offset != 0 ? " (unaligned)" : "", output_name), out.read(), ref,
-                        kExact);
+        const std::string name = fmt::format("add n={}{}{}", n, offset != 0 ? " (unaligned)" : "", output_name);
+        checker.compare(name, out.read(), ref, kExact);
+        if (n == 1000 && output == Output::kSeparate) check_queued(gpu, checker, name, {.launches = 1}, op);
       }
 }
 
 struct LossCase {
   int64_t rows, classes;
   bool integer_logits;     // many ties for the argmax, which goes to the first
-  size_t offset = 0;       // of logits and the gradient from their allocations, in floats
+  size_t offset = 0;       // of the logits from their allocation, in elements
   int64_t row_stride = 0;  // a padded vocabulary's; 0: classes
   int64_t stride() const { return row_stride != 0 ? row_stride : classes; }
 };
-// Strides a multiple of 4 (12, 1000, 8, 40) at offset 0: every row starts 16-byte aligned, so the
-// kernel reads float4s; at offset 1, and the other strides, one float at a time. Over 8192 rows
-// (9000) a warp takes more than one row. Padded rows (37 of 40, 10 of 13) must be skipped by the
-// float4 reads and by the single ones.
-constexpr LossCase kLossCases[] = {{1, 1, false},        {3, 5, false},           {129, 10, false},
-                                   {129, 10, true},      {129, 12, true},         {257, 1000, false},
-                                   {257, 1000, false, 1}, {4099, 37, false},      {9000, 3, false},
-                                   {9000, 8, false},     {257, 37, false, 0, 40}, {129, 10, true, 0, 13}};
+// Strides a multiple of 8 (1000, 8, 40) at offset 0: every row starts 16-byte aligned in either
+// type, so the kernel reads 16 bytes at a time; 12 only in f32; at offset 1, and the other
+// strides, one element at a time. Over 8192 rows (9000) a warp takes more than one row. Padded
+// rows (37 of 40, 10 of 13) must be skipped by the vector reads and by the single ones.
+constexpr LossCase kLossCases[] = {{1, 1, false},         {3, 5, false},      {129, 10, false},
+                                   {129, 10, true},       {129, 12, true},    {257, 1000, false},
+                                   {257, 1000, false, 1}, {4099, 37, false},  {9000, 3, false},
+                                   {9000, 8, false},      {257, 37, false, 0, 40}, {129, 10, true, 0, 13}};
 // GPT-2 124M's: 8 sequences of 1024 tokens over its vocabulary of 50257, padded to 50304.
 constexpr LossCase kGpt2LossCases[] = {{8192, 50257, false, 0, 50304}};
 
+// The loss works over its logits in place and accumulates into its device scalars: each run
+// starts from the same logits and from accumulators that already hold something.
 void test_softmax_cross_entropy(const Gpu& gpu, Checker& checker, std::span<const LossCase> cases, uint64_t seed) {
+  constexpr double kLossSumBefore = 1.5;
+  constexpr int64_t kCorrectBefore = 7;
   for (const LossCase& shape : cases)
-    for (bool with_gradient : {true, false}) {
-      const auto n = static_cast<size_t>(shape.rows * shape.stride());
-      std::vector<float> logits = random_floats(n, -8.0f, 8.0f, ++seed);
-      if (shape.integer_logits)
-        for (float& logit : logits) logit = std::round(logit / 4.0f);
-      const std::vector<int32_t> labels = random_labels(static_cast<size_t>(shape.rows), shape.classes, ++seed);
-      const float grad_scale = 1.0f / static_cast<float>(shape.rows);
-      // The padding's gradient must be written as 0: it starts as something else.
-      std::vector<float> ref_grad(n, 1.0f);
-      double ref_loss = 0.0;
-      int64_t ref_correct = 0;
-      cpu().loss.softmax_cross_entropy(kCpuStream, logits.data(), labels.data(),
-                                       with_gradient ? ref_grad.data() : nullptr, shape.rows, shape.classes,
-                                       shape.stride(), grad_scale, &ref_loss, &ref_correct);
+    for (ElementType type : kElementTypes)
+      // Without a gradient (evaluation), on the cases up to 257 rows.
+      for (bool with_gradient : {true, false}) {
+        if (!with_gradient && shape.rows > 257) continue;
+        const auto n = static_cast<size_t>(shape.rows * shape.stride());
+        std::vector<float> values = random_floats(n, -8.0f, 8.0f, ++seed);
+        if (shape.integer_logits)
+          for (float& logit : values) logit = std::round(logit / 4.0f);
+        const HostTensor logits(type, values);
+        const std::vector<int32_t> labels = random_labels(static_cast<size_t>(shape.rows), shape.classes, ++seed);
+        const std::optional<float> grad_scale =
+            with_gradient ? std::optional<float>(1.0f / static_cast<float>(shape.rows)) : std::nullopt;
+        HostTensor ref = logits;
+        double ref_loss = kLossSumBefore;
+        int64_t ref_correct = kCorrectBefore;
+        cpu().loss.softmax_cross_entropy(kCpuStream, ref.data(), labels.data(), shape.rows, shape.classes,
+                                         shape.stride(), grad_scale, &ref_loss, &ref_correct);
 
-      DeviceCopy<float> device_logits(gpu, logits, shape.offset),
-          grad(gpu, std::vector<float>(n, 1.0f), shape.offset);
-      DeviceCopy<int32_t> device_labels(gpu, labels);
+        DeviceTensor device_logits(gpu, logits, shape.offset);
+        DeviceCopy<int32_t> device_labels(gpu, labels);
+        DeviceCopy<double> loss_sum(gpu, {kLossSumBefore});
+        DeviceCopy<int64_t> correct(gpu, {kCorrectBefore});
+        const auto op = [&] {
+          gpu.device.loss.softmax_cross_entropy(gpu.stream, device_logits.get(), device_labels.get(), shape.rows,
+                                                shape.classes, shape.stride(), grad_scale, loss_sum.get(),
+                                                correct.get());
+        };
+        struct Result {
+          double loss;
+          int64_t correct;
+          std::vector<float> logits;
+        };
+        const auto run = [&] {
+          device_logits.write(logits);
+          loss_sum.write({kLossSumBefore});
+          correct.write({kCorrectBefore});
+          op();
+          return Result{loss_sum.read()[0], correct.read()[0], device_logits.read()};
+        };
+        const Result first = first_run(run), second = second_run(run);
+        const std::string name =
+            fmt::format("softmax_cross_entropy {} {}{}{}{}{}", type_name(type), shape_name(shape.rows, shape.classes),
+                        shape.row_stride != 0 ? fmt::format(" padded to {}", shape.row_stride) : "",
+                        shape.integer_logits ? " tied logits" : "", shape.offset != 0 ? " (unaligned)" : "",
+                        with_gradient ? "" : " no gradient");
+        checker.compare(name + " loss_sum", first.loss, ref_loss, kDoubleSum);
+        checker.compare(name + " correct", first.correct, ref_correct, kExact);
+        // With a gradient, the logits hold it (the padding's 0); without, they are untouched.
+        checker.compare(name + (with_gradient ? " gradient" : " logits untouched"), first.logits, ref.floats(),
+                        with_gradient ? stored_in(type, kSoftmaxGrad) : kExact);
+        checker.check_deterministic(name + " loss_sum", first.loss, second.loss);
+        checker.check_deterministic(name + " correct", first.correct, second.correct);
+        checker.check_deterministic(name + " logits", first.logits, second.logits);
+        if (&shape == &cases.front()) check_queued(gpu, checker, name, {.launches = 1}, op);
+      }
+}
+
+// An optimizer step's update: n elements in parameter groups (the elements past the last group's
+// end must be left alone), the gradient clipping (none; a max_norm above the gradient's norm, which
+// changes nothing; or one below it), the compute copy's type (none, or bf16), and where the
+// vectors lie: a shard starts at any element offset of the flat buffers. All at 0, the kernel
+// moves four floats (and four bf16s) at a time; at an odd offset, or the gradient alone, or the
+// copy alone at 2 (four bf16s not 8-byte aligned), one at a time. Packs straddle the groups' ends.
+enum class Clip { kNone, kAboveNorm, kBelowNorm };
+struct OptimizerCase {
+  int64_t n;
+  std::vector<int64_t> group_ends;
+  std::vector<uint8_t> group_decays;
+  Clip clip;
+  std::optional<ElementType> compute_copy;
+  size_t offset = 0, grad_offset = 0, copy_offset = 0;
+};
+
+std::vector<OptimizerCase> optimizer_cases() {
+  const std::vector<int64_t> ends_1000{3, 250, 251, 997};
+  const std::vector<uint8_t> decays_1000{1, 0, 1, 0};
+  const std::vector<int64_t> ends_10003{4097, 5001, 10000};
+  const std::vector<uint8_t> decays_10003{0, 1, 0};
+  return {{1, {1}, {1}, Clip::kNone, std::nullopt},
+          {1000, ends_1000, decays_1000, Clip::kBelowNorm, kBf16},
+          {1000, ends_1000, decays_1000, Clip::kAboveNorm, kBf16, 1, 1, 1},
+          {1000, ends_1000, decays_1000, Clip::kBelowNorm, kBf16, 0, 0, 2},
+          {10003, ends_10003, decays_10003, Clip::kBelowNorm, std::nullopt},
+          {10003, ends_10003, decays_10003, Clip::kNone, kBf16, 0, 3, 0},
+          {10003, {10003}, {1}, Clip::kBelowNorm, kF32, 1, 1, 1}};
+}
+
+// GPT-2 124M's parameters (124,475,904 with the padded vocabulary) in groups as its layout makes
+// them: weights that decay, between biases and LayerNorm parameters that do not; a shard's end
+// past the last group.
+std::vector<OptimizerCase> gpt2_optimizer_cases() {
+  std::vector<int64_t> ends;
+  std::vector<uint8_t> decays;
+  int64_t end = 0;
+  for (int tensor = 0; tensor < 50; ++tensor) {
+    end += tensor % 2 == 0 ? 2'359'296 : 4'609;
+    ends.push_back(end);
+    decays.push_back(tensor % 2 == 0 ? 1 : 0);
+  }
+  ends.back() = 124'475'900;
+  return {{124'475'904, ends, decays, Clip::kBelowNorm, kBf16}};
+}
+
+std::string optimizer_case_name(const OptimizerCase& update) {
+  const char* clip = update.clip == Clip::kNone        ? "no clipping"
+                     : update.clip == Clip::kAboveNorm ? "max_norm above the norm"
+                                                       : "clipped";
+  return fmt::format("n={} {} groups, {}, compute copy {}{}", update.n, update.group_ends.size(), clip,
+                     update.compute_copy ? type_name(*update.compute_copy) : "none",
+                     update.offset != 0 || update.grad_offset != 0 || update.copy_offset != 0
+                         ? fmt::format(" (offsets {},{},{})", update.offset, update.grad_offset, update.copy_offset)
+                         : "");
+}
+
+// An optimizer: its state vectors (besides the parameters), its weight decay, and its step on
+// `device` with that state.
+struct Optimizer {
+  const char* name;
+  int state_vectors;
+  double weight_decay;
+  std::function<void(const Device& device, Stream stream, const ParameterUpdate& update,
+                     const std::vector<float*>& state, int step)>
+      step;
+};
+
+const Optimizer kOptimizers[] = {
+    {"sgd_step (state: param, momentum_buffer)", 1, 1e-4,
+     [](const Device& device, Stream stream, const ParameterUpdate& update, const std::vector<float*>& state, int) {
+       device.optimizer.sgd_step(stream, update, state[0], 0.1, 0.9);
+     }},
+    {"sgd_step without momentum or decay", 1, 0.0,
+     [](const Device& device, Stream stream, const ParameterUpdate& update, const std::vector<float*>& state, int) {
+       device.optimizer.sgd_step(stream, update, state[0], 0.05, 0.0);
+     }},
+    {"adamw_step (state: param, exp_avg, exp_avg_sq)", 2, 0.01,
+     [](const Device& device, Stream stream, const ParameterUpdate& update, const std::vector<float*>& state,
+        int step) { device.optimizer.adamw_step(stream, update, state[0], state[1], 1e-3, 0.9, 0.999, 1e-8, step); }},
+};
+
+// The sums of squares of a gradient's three shards (sum_squares's on the CPU), as the trainer
+// gathers them, and the max_norm that makes `clip` of them.
+std::vector<double> shard_squares(const std::vector<float>& gradient) {
+  const auto n = static_cast<int64_t>(gradient.size());
+  std::vector<double> squares(3);
+  for (int64_t shard = 0; shard < 3; ++shard) {
+    const int64_t begin = n * shard / 3, end = n * (shard + 1) / 3;
+    cpu().optimizer.sum_squares(kCpuStream, gradient.data() + begin, end - begin, &squares[static_cast<size_t>(shard)]);
+  }
+  return squares;
+}
+double max_norm_for(Clip clip, const std::vector<double>& squares) {
+  const double norm = std::sqrt(squares[0] + squares[1] + squares[2]);
+  return clip == Clip::kNone ? 0.0 : clip == Clip::kAboveNorm ? 2.0 * norm : 0.25 * norm;
+}
+
+// Three steps on the CPU and on CUDA from the same state, each on its own gradient: the
+// parameters, the optimizer state and the compute copy must match bitwise.
+void test_optimizer_cases(const Gpu& gpu, Checker& checker, const std::vector<OptimizerCase>& cases, uint64_t seed) {
+  constexpr int kSteps = 3;
+  for (const Optimizer& optimizer : kOptimizers)
+    for (const OptimizerCase& update : cases) {
+      const auto size = static_cast<size_t>(update.n);
+      // Parameters random, optimizer state zero, as at the start of training; the compute copy
+      // holds something else, which must stay past the last group.
+      const std::vector<float> initial_parameters = random_floats(size, -1.0f, 1.0f, ++seed);
+      const std::vector<float> initial_copy(size, 3.0f);
+      std::vector<std::vector<float>> gradients;
+      std::vector<std::vector<double>> squares;
+      for (int s = 0; s < kSteps; ++s) {
+        gradients.push_back(random_floats(size, -1.0f, 1.0f, ++seed));
+        squares.push_back(shard_squares(gradients.back()));
+      }
+      const double max_norm = max_norm_for(update.clip, squares[0]);
+      const auto update_on = [&](float* parameters, const float* gradient, TypedPtr compute_copy,
+                                 const int64_t* group_ends, const uint8_t* group_decays, const double* shard_sums) {
+        return ParameterUpdate{.parameters = parameters,
+                               .gradients = gradient,
+                               .compute_copy = compute_copy,
+                               .n = update.n,
+                               .group_ends = group_ends,
+                               .group_decays = group_decays,
+                               .groups = static_cast<int64_t>(update.group_ends.size()),
+                               .weight_decay = optimizer.weight_decay,
+                               .shard_squares = shard_sums,
+                               .shards = 3,
+                               .max_norm = max_norm};
+      };
+
+      std::vector<float> ref_parameters = initial_parameters;
+      std::vector<std::vector<float>> ref_state(static_cast<size_t>(optimizer.state_vectors),
+                                                std::vector<float>(size, 0.0f));
+      std::vector<float*> ref_state_pointers;
+      for (auto& vector : ref_state) ref_state_pointers.push_back(vector.data());
+      std::optional<HostTensor> ref_copy;
+      if (update.compute_copy) ref_copy.emplace(*update.compute_copy, initial_copy);
+      for (int s = 0; s < kSteps; ++s)
+        optimizer.step(cpu(), kCpuStream,
+                       update_on(ref_parameters.data(), gradients[static_cast<size_t>(s)].data(),
+                                 ref_copy ? ref_copy->data() : TypedPtr{}, update.group_ends.data(),
+                                 update.group_decays.data(), squares[static_cast<size_t>(s)].data()),
+                       ref_state_pointers, s + 1);
+
+      DeviceCopy<float> parameters(gpu, initial_parameters, update.offset),
+          gradient(gpu, gradients[0], update.grad_offset);
+      std::vector<std::unique_ptr<DeviceCopy<float>>> state;
+      std::vector<float*> state_pointers;
+      for (int v = 0; v < optimizer.state_vectors; ++v) {
+        state.push_back(std::make_unique<DeviceCopy<float>>(gpu, std::vector<float>(size, 0.0f), update.offset));
+        state_pointers.push_back(state.back()->get());
+      }
+      std::optional<DeviceTensor> compute_copy;
+      if (update.compute_copy)
+        compute_copy.emplace(gpu, HostTensor(*update.compute_copy, initial_copy), update.copy_offset);
+      DeviceCopy<int64_t> group_ends(gpu, update.group_ends);
+      DeviceCopy<uint8_t> group_decays(gpu, update.group_decays);
+      DeviceCopy<double> shard_sums(gpu, squares[0]);
+      const ParameterUpdate device_update =
+          update_on(parameters.get(), gradient.get(), compute_copy ? compute_copy->get() : TypedPtr{},
+                    group_ends.get(), group_decays.get(), shard_sums.get());
       struct Result {
-        double loss;
-        int64_t correct;
-        std::vector<float> grad;
+        std::vector<std::vector<float>> vectors;  // the parameters, the state, the compute copy
       };
       const auto run = [&] {
-        Result result{0.0, 0, {}};
-        gpu.device.loss.softmax_cross_entropy(gpu.stream, device_logits.get(), device_labels.get(),
-                                              with_gradient ? grad.get() : nullptr, shape.rows, shape.classes,
-                                              shape.stride(), grad_scale, &result.loss, &result.correct);
-        result.grad = grad.read();
+        parameters.write(initial_parameters);
+        for (auto& vector : state) vector->write(std::vector<float>(size, 0.0f));
+        if (compute_copy) compute_copy->write(HostTensor(*update.compute_copy, initial_copy));
+        for (int s = 0; s < kSteps; ++s) {
+          gradient.write(gradients[static_cast<size_t>(s)]);
+          shard_sums.write(squares[static_cast<size_t>(s)]);
+          optimizer.step(gpu.device, gpu.stream, device_update, state_pointers, s + 1);
+        }
+        Result result{{parameters.read()}};
+        for (const auto& vector : state) result.vectors.push_back(vector->read());
+        if (compute_copy) result.vectors.push_back(compute_copy->read());
         return result;
       };
       const Result first = first_run(run), second = second_run(run);
-      const std::string name = "softmax_cross_entropy " + shape_name(shape.rows, shape.classes) +
-                               (shape.row_stride != 0 ? fmt::format(" padded to {}", shape.row_stride) : "") +
-                               (shape.integer_logits ? " tied logits" : "") +
-                               (shape.offset != 0 ? " (unaligned)" : "") + (with_gradient ? "" : " no gradient");
-      checker.compare(name + " loss_sum", first.loss, ref_loss, kDoubleSum);
-      checker.compare(name + " correct", first.correct, ref_correct, kExact);
-      if (with_gradient) {
-        checker.compare(name + " grad_logits", first.grad, ref_grad, kSoftmaxGrad);
-      } else {
-        // Null grad_logits: nothing written.
-        checker.compare(name + " grad_logits untouched", first.grad, std::vector<float>(n, 1.0f), kExact);
+      std::vector<std::vector<float>> ref_vectors{ref_parameters};
+      for (const auto& vector : ref_state) ref_vectors.push_back(vector);
+      if (ref_copy) ref_vectors.push_back(ref_copy->floats());
+      for (size_t v = 0; v < ref_vectors.size(); ++v) {
+        const std::string vector_name = v == 0                               ? "param"
+                                        : v <= state.size() ? fmt::format("state {}", v)
+                                                                             : std::string("compute copy");
+        const std::string what = fmt::format("{} {} {} after {} steps", optimizer.name,
+                                             optimizer_case_name(update), vector_name, kSteps);
+        checker.compare(what, first.vectors[v], ref_vectors[v], kExact);
+        checker.check_deterministic(what, first.vectors[v], second.vectors[v]);
       }
-      checker.check_deterministic(name + " loss_sum", std::vector<double>{first.loss},
-                                  std::vector<double>{second.loss});
-      checker.check_deterministic(name + " correct", std::vector<int64_t>{first.correct},
-                                  std::vector<int64_t>{second.correct});
-      checker.check_deterministic(name + " grad_logits", first.grad, second.grad);
+      check_queued(gpu, checker, fmt::format("{} {}", optimizer.name, optimizer_case_name(update)), {.launches = 1},
+                   [&] { optimizer.step(gpu.device, gpu.stream, device_update, state_pointers, kSteps + 1); });
     }
 }
 
-const int64_t kVectorSizes[] = {1, 1000, 100003};
-
-// One optimizer step of `device` on `stream`: state[0] is the parameter vector, `step` counts from 1.
-using OptimizerStep = std::function<void(const Device& device, Stream stream, const std::vector<float*>& state,
-                                         const float* grad, int64_t n, int step)>;
-
-// Where an optimizer's vectors lie on CUDA, in floats from their allocations. A parameter group
-// starts at any float offset of the flat buffers: all at 0, the kernels move float4s; all at an
-// odd offset, or the gradient alone, one float at a time.
-struct OptimizerPlacement {
-  size_t state_offset, grad_offset;
-  const char* name;
-};
-constexpr OptimizerPlacement kOptimizerPlacements[] = {
-    {0, 0, ""}, {1, 1, " (odd offsets)"}, {0, 3, " (gradient alone at an odd offset)"}};
-
-// Runs `steps` optimizer steps on the CPU and on CUDA from the same state; the gradients of step s
-// are the same on both.
-void test_optimizer(const Gpu& gpu, Checker& checker, const std::string& name, int state_vectors, int steps,
-                    const OptimizerStep& step) {
-  uint64_t seed = 600;
-  for (int64_t n : kVectorSizes)
-    for (const OptimizerPlacement& placement : kOptimizerPlacements) {
-      const auto size = static_cast<size_t>(n);
-      // Parameters random, optimizer state zero, as at the start of training.
-      std::vector<std::vector<float>> initial(static_cast<size_t>(state_vectors), std::vector<float>(size, 0.0f));
-      initial[0] = random_floats(size, -1.0f, 1.0f, ++seed);
-      std::vector<std::vector<float>> gradients;
-      for (int s = 0; s < steps; ++s) gradients.push_back(random_floats(size, -1.0f, 1.0f, ++seed));
-
-      std::vector<std::vector<float>> ref = initial;
-      std::vector<float*> ref_pointers;
-      for (auto& vector : ref) ref_pointers.push_back(vector.data());
-      for (int s = 0; s < steps; ++s)
-        step(cpu(), kCpuStream, ref_pointers, gradients[static_cast<size_t>(s)].data(), n, s + 1);
-
-      std::vector<std::unique_ptr<DeviceCopy<float>>> state;
-      std::vector<float*> state_pointers;
-      for (const auto& vector : initial) {
-        state.push_back(std::make_unique<DeviceCopy<float>>(gpu, vector, placement.state_offset));
-        state_pointers.push_back(state.back()->get());
-      }
-      DeviceCopy<float> gradient(gpu, gradients[0], placement.grad_offset);
-      const auto run = [&] {
-        for (size_t v = 0; v < state.size(); ++v) state[v]->write(initial[v]);
-        for (int s = 0; s < steps; ++s) {
-          gradient.write(gradients[static_cast<size_t>(s)]);
-          step(gpu.device, gpu.stream, state_pointers, gradient.get(), n, s + 1);
-        }
-        std::vector<std::vector<float>> result;
-        for (const auto& vector : state) result.push_back(vector->read());
-        return result;
-      };
-      const auto first = first_run(run), second = second_run(run);
-      for (size_t v = 0; v < state.size(); ++v) {
-        const std::string what = fmt::format("{} n={}{} state {} after {} steps", name, n, placement.name, v, steps);
-        checker.compare(what, first[v], ref[v], kExact);
-        checker.check_deterministic(what, first[v], second[v]);
-      }
-    }
+void test_optimizers(const Gpu& gpu, Checker& checker) { test_optimizer_cases(gpu, checker, optimizer_cases(), 600); }
+void test_gpt2_optimizer(const Gpu& gpu, Checker& checker) {
+  test_optimizer_cases(gpu, checker, gpt2_optimizer_cases(), 1300);
 }
 
-void test_optimizers(const Gpu& gpu, Checker& checker) {
-  test_optimizer(gpu, checker, "sgd_step (state: param, momentum_buffer)", 2, 3,
-                 [](const Device& device, Stream stream, const std::vector<float*>& state, const float* grad, int64_t n,
-                    int) { device.optimizer.sgd_step(stream, state[0], grad, state[1], n, 0.1, 0.9, 1e-4); });
-  test_optimizer(gpu, checker, "sgd_step without momentum or decay", 2, 2,
-                 [](const Device& device, Stream stream, const std::vector<float*>& state, const float* grad, int64_t n,
-                    int) { device.optimizer.sgd_step(stream, state[0], grad, state[1], n, 0.05, 0.0, 0.0); });
-  test_optimizer(gpu, checker, "adamw_step (state: param, exp_avg, exp_avg_sq)", 3, 3,
-                 [](const Device& device, Stream stream, const std::vector<float*>& state, const float* grad, int64_t n,
-                    int step) {
-                   device.optimizer.adamw_step(stream, state[0], grad, state[1], state[2], n, 1e-3, 0.9, 0.999, 1e-8,
-                                               0.01, step);
-                 });
-}
-
-void test_sum_squares_and_scale(const Gpu& gpu, Checker& checker) {
-  const trainctl::OptimizerOps& ops = gpu.device.optimizer;
+// sum_squares's result stays on the device, where it overwrites what was there.
+void test_sum_squares(const Gpu& gpu, Checker& checker) {
   uint64_t seed = 700;
-  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{100003}, int64_t{3000017}})
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{100003}, int64_t{3000017}})
     // Offset 1: not 16-byte aligned, so one float at a time.
     for (size_t offset : {size_t{0}, size_t{1}}) {
-      const std::vector<float> x = random_floats(static_cast<size_t>(n), -1.0f, 1.0f, ++seed);
+      const std::vector<float> x = random_floats(static_cast<size_t>(std::max(n, int64_t{1})), -1.0f, 1.0f, ++seed);
+      double ref = 0.0;
+      cpu().optimizer.sum_squares(kCpuStream, x.data(), n, &ref);
       DeviceCopy<float> device_x(gpu, x, offset);
-      const auto run = [&] { return ops.sum_squares(gpu.stream, device_x.get(), n); };
+      DeviceCopy<double> sum(gpu, {-1.0}, offset);
+      const auto op = [&] { gpu.device.optimizer.sum_squares(gpu.stream, device_x.get(), n, sum.get()); };
+      const auto run = [&] {
+        sum.write({-1.0});
+        op();
+        return sum.read()[0];
+      };
       const double first = first_run(run), second = second_run(run);
       const std::string name = fmt::format("sum_squares n={}{}", n, offset != 0 ? " (unaligned)" : "");
-      checker.compare(name, first, cpu().optimizer.sum_squares(kCpuStream, x.data(), n), kDoubleSum);
-      checker.check_deterministic(name, std::vector<double>{first}, std::vector<double>{second});
-    }
-  for (int64_t n : kVectorSizes)
-    for (size_t offset : {size_t{0}, size_t{1}}) {
-      const std::vector<float> x = random_floats(static_cast<size_t>(n), -1.0f, 1.0f, ++seed);
-      std::vector<float> ref = x;
-      cpu().optimizer.scale(kCpuStream, ref.data(), n, 0.37f);
-      DeviceCopy<float> device_x(gpu, x, offset);
-      ops.scale(gpu.stream, device_x.get(), n, 0.37f);
-      checker.compare(fmt::format("scale n={}{}", n, offset != 0 ? " (unaligned)" : ""), device_x.read(), ref,
-                      kExact);
+      checker.compare(name, first, ref, kDoubleSum);
+      checker.check_deterministic(name, first, second);
+      if (n == 100003) check_queued(gpu, checker, name, {.launches = 1}, op);
     }
 }
 
@@ -730,7 +1145,9 @@ void test_sum_squares_and_scale(const Gpu& gpu, Checker& checker) {
 // lse at most about |s| + log(seq) < 20, so a few ulp of each: 1e-5. The gradients sum up to
 // seq products, and dS = P * (dP - D) cancels, so an fp32 GEMM's tolerance (kGemmFp32, seq and
 // head size far below its depth 1031). On an H200 the worst were 1.8e-7 (out) and 3.5e-6
-// (grad_qkv) at GPT-2 124M's shape; a masking or indexing error shows as 1e-2 or more.
+// (grad_qkv) at GPT-2 124M's shape; a masking or indexing error shows as 1e-2 or more. In bf16,
+// both sides read the same bf16 values and round out and grad_qkv once (stored_in); lse stays
+// float.
 constexpr Tolerance kAttentionForward{1e-5, 1e-5};
 constexpr Tolerance kAttentionBackward = kGemmFp32;
 
@@ -738,7 +1155,7 @@ struct AttentionCase {
   int64_t batch, seq, channels, heads;
 };
 // Head sizes 8, 16, 10 (not a multiple of 4), 64 (GPT-2's), 96 and 128; seq across tile edges.
-constexpr AttentionCase kAttentionCases[] = {{1, 1, 8, 1},     {2, 37, 48, 3},   {1, 45, 30, 3},
+constexpr AttentionCase kAttentionCases[] = {{1, 1, 8, 1},     {2, 37, 48, 3},  {1, 45, 30, 3},
                                              {1, 129, 128, 2}, {1, 70, 192, 2}, {1, 64, 256, 2}};
 // GPT-2 124M's: 4 sequences of 1024 tokens, 12 heads of 64.
 constexpr AttentionCase kGpt2AttentionCases[] = {{4, 1024, 768, 12}};
@@ -746,62 +1163,77 @@ constexpr AttentionCase kGpt2AttentionCases[] = {{4, 1024, 768, 12}};
 void test_attention(const Gpu& gpu, Checker& checker, std::span<const AttentionCase> cases, uint64_t seed) {
   const trainctl::AttentionOps& ops = *gpu.device.attention;
   const trainctl::AttentionOps& ref_ops = *cpu().attention;
-  for (const auto [batch, seq, channels, heads] : cases) {
-    const auto qkv_size = static_cast<size_t>(batch * seq * 3 * channels);
-    const auto out_size = static_cast<size_t>(batch * seq * channels);
-    const auto lse_size = static_cast<size_t>(batch * heads * seq);
-    const std::vector<float> qkv = random_floats(qkv_size, -1.0f, 1.0f, ++seed);
-    const std::vector<float> grad_out = random_floats(out_size, -1.0f, 1.0f, ++seed);
-    // What grad_qkv holds before backward, which overwrites it.
-    const std::vector<float> grad_qkv_init = random_floats(qkv_size, -1.0f, 1.0f, ++seed);
-    std::vector<float> ref_out(out_size), ref_lse(lse_size), ref_grad_qkv(qkv_size);
-    ref_ops.attention_forward(kCpuStream, ref_out.data(), ref_lse.data(), qkv.data(), batch, seq, channels, heads);
-    // Backward on both sides from the CPU's out and lse, so that it is compared on its own.
-    ref_ops.attention_backward(kCpuStream, ref_grad_qkv.data(), grad_out.data(), qkv.data(), ref_out.data(),
-                               ref_lse.data(), batch, seq, channels, heads);
+  for (ElementType type : kElementTypes)
+    for (const auto [batch, seq, channels, heads] : cases) {
+      const auto qkv_size = static_cast<size_t>(batch * seq * 3 * channels);
+      const auto out_size = static_cast<size_t>(batch * seq * channels);
+      const auto lse_size = static_cast<size_t>(batch * heads * seq);
+      const HostTensor qkv = random_tensor(type, qkv_size, -1.0f, 1.0f, ++seed);
+      const HostTensor grad_out = random_tensor(type, out_size, -1.0f, 1.0f, ++seed);
+      // What grad_qkv holds before backward, which overwrites it.
+      const HostTensor grad_qkv_init = random_tensor(type, qkv_size, -1.0f, 1.0f, ++seed);
+      HostTensor ref_out(type, std::vector<float>(out_size)), ref_grad_qkv(type, std::vector<float>(qkv_size));
+      std::vector<float> ref_lse(lse_size);
+      ref_ops.attention_forward(kCpuStream, ref_out.data(), ref_lse.data(), qkv.data(), batch, seq, channels, heads);
+      // Backward on both sides from the CPU's out and lse, so that it is compared on its own.
+      ref_ops.attention_backward(kCpuStream, ref_grad_qkv.data(), grad_out.data(), qkv.data(), ref_out.data(),
+                                 ref_lse.data(), batch, seq, channels, heads);
 
-    DeviceCopy<float> device_qkv(gpu, qkv), device_grad_out(gpu, grad_out), out(gpu, std::vector<float>(out_size)),
-        lse(gpu, std::vector<float>(lse_size)), ref_out_copy(gpu, ref_out), ref_lse_copy(gpu, ref_lse),
-        grad_qkv(gpu, grad_qkv_init);
-    struct Result {
-      std::vector<float> out, lse, grad_qkv;
-    };
-    const auto run = [&] {
-      ops.attention_forward(gpu.stream, out.get(), lse.get(), device_qkv.get(), batch, seq, channels, heads);
-      grad_qkv.write(grad_qkv_init);
-      ops.attention_backward(gpu.stream, grad_qkv.get(), device_grad_out.get(), device_qkv.get(), ref_out_copy.get(),
-                             ref_lse_copy.get(), batch, seq, channels, heads);
-      return Result{out.read(), lse.read(), grad_qkv.read()};
-    };
-    const Result first = first_run(run), second = second_run(run);
-    const std::string name =
-        fmt::format("attention B={} T={} C={} H={} (d={})", batch, seq, channels, heads, channels / heads);
-    checker.compare(name + " out", first.out, ref_out, kAttentionForward);
-    checker.compare(name + " lse", first.lse, ref_lse, kAttentionForward);
-    checker.compare(name + " grad_qkv", first.grad_qkv, ref_grad_qkv, kAttentionBackward);
-    checker.check_deterministic(name + " out", first.out, second.out);
-    checker.check_deterministic(name + " lse", first.lse, second.lse);
-    checker.check_deterministic(name + " grad_qkv", first.grad_qkv, second.grad_qkv);
-  }
+      DeviceTensor device_qkv(gpu, qkv), device_grad_out(gpu, grad_out),
+          out(gpu, HostTensor(type, std::vector<float>(out_size))), ref_out_copy(gpu, ref_out),
+          grad_qkv(gpu, grad_qkv_init);
+      DeviceCopy<float> lse(gpu, std::vector<float>(lse_size)), ref_lse_copy(gpu, ref_lse);
+      const auto forward = [&] {
+        ops.attention_forward(gpu.stream, out.get(), lse.get(), device_qkv.get(), batch, seq, channels, heads);
+      };
+      const auto backward = [&] {
+        ops.attention_backward(gpu.stream, grad_qkv.get(), device_grad_out.get(), device_qkv.get(),
+                               ref_out_copy.get(), ref_lse_copy.get(), batch, seq, channels, heads);
+      };
+      struct Result {
+        std::vector<float> out, lse, grad_qkv;
+      };
+      const auto run = [&] {
+        forward();
+        grad_qkv.write(grad_qkv_init);
+        backward();
+        return Result{out.read(), lse.read(), grad_qkv.read()};
+      };
+      const Result first = first_run(run), second = second_run(run);
+      const std::string name = fmt::format("attention {} B={} T={} C={} H={} (d={})", type_name(type), batch, seq,
+                                           channels, heads, channels / heads);
+      checker.compare(name + " out", first.out, ref_out.floats(), stored_in(type, kAttentionForward));
+      checker.compare(name + " lse", first.lse, ref_lse, kAttentionForward);
+      checker.compare(name + " grad_qkv", first.grad_qkv, ref_grad_qkv.floats(), stored_in(type, kAttentionBackward));
+      checker.check_deterministic(name + " out", first.out, second.out);
+      checker.check_deterministic(name + " lse", first.lse, second.lse);
+      checker.check_deterministic(name + " grad_qkv", first.grad_qkv, second.grad_qkv);
+      if (seq == 37) {
+        check_queued(gpu, checker, name + " forward", {.launches = 1}, forward);
+        check_queued(gpu, checker, name + " backward", {.launches = 2}, backward);
+      }
+    }
 }
 
-// LayerNorm, x in [-1, 3] (rows off centre, so that the variance's two passes matter), weight,
-// bias and grad_out in [-1, 1], eps 1e-5. Both sides sum the row statistics (mean, variance, the
-// backward's two row means) in double, in different orders (CPU: 8 interleaved lanes; CUDA: each
-// of 32 lanes its share of the columns, then a butterfly), and round them to float once. A double
-// sum of at most 768 of these terms is exact or within about 768 * 2^-53 of it, far below
-// float's 2^-24, so both round to the same float unless the double lands that close to a rounding
-// boundary, where they differ by one ulp; all else is the same float operations in the same
-// order. So mean, rstd, out and grad_x are expected bitwise equal in nearly every element, and
-// the tolerances allow one ulp of a row statistic: of mean or rstd, 2^-23 relative at most (2.4e-7
-// with a factor 2 to spare); it moves out by at most |weight| * (rstd * ulp(mean) + |x - mean| *
-// ulp(rstd)), under 1e-6 here (|mean| < 3, rstd about 0.9, |x - mean| < 4), and grad_x, through
-// one ulp of either row mean (|mean| < 1) times rstd and |norm| < 2, by less.
+// LayerNorm, x in [-1, 3] (rows off centre, so that the variance's two passes matter), the
+// residual's addend, weight, bias and grad_out in [-1, 1], eps 1e-5. Both sides sum the row
+// statistics (mean, variance, the backward's two row means) in double, in different orders (CPU:
+// 8 interleaved lanes; CUDA: each of 32 lanes its share of the columns, then a butterfly), and
+// round them to float once. A double sum of at most 768 of these terms is exact or within about
+// 768 * 2^-53 of it, far below float's 2^-24, so both round to the same float unless the double
+// lands that close to a rounding boundary, where they differ by one ulp; all else is the same
+// float operations in the same order (the fused residual add's sum, bitwise). So mean, rstd, out
+// and grad_x are expected bitwise equal in nearly every element, and the tolerances allow one ulp
+// of a row statistic: of mean or rstd, 2^-23 relative at most (2.4e-7 with a factor 2 to spare);
+// it moves out by at most |weight| * (rstd * ulp(mean) + |x - mean| * ulp(rstd)), under 1e-6 here
+// (|mean| < 3, rstd about 0.9, |x - mean| < 4), and grad_x, through one ulp of either row mean
+// (|mean| < 1) times rstd and |norm| < 2, by less. out and grad_x's copy stored in bf16 round
+// once more (stored_in).
 constexpr Tolerance kLayerNormStatistic{0.0, 2.4e-7};
 constexpr Tolerance kLayerNormOut{1e-6, 1e-6};
 constexpr Tolerance kLayerNormGradX{1e-6, 1e-6};
 // grad_weight and grad_bias are float sums over the rows in different orders (CPU row by row,
-// CUDA in row blocks: bias_act_backward's column sums), so grad_bias_tolerance(rows): the terms
+// CUDA in row blocks: kernel_common.cuh's column sums), so grad_bias_tolerance(rows): the terms
 // of grad_weight, grad_out * norm, are as large as grad_bias's grad_out, since norm has RMS 1
 // over a row.
 Tolerance layernorm_column_sum_tolerance(int64_t rows) { return grad_bias_tolerance(rows); }
@@ -810,7 +1242,7 @@ struct LayernormCase {
   int64_t rows, cols;
 };
 // One row block of the column sums (rows 1, 3), three (129) and 65 (4099), in tiles of 32
-// columns; 64 and 768 columns are whole float4s, 1, 7 and 70 not.
+// columns; 64 and 768 columns are whole packs of four, 1, 7 and 70 not.
 constexpr LayernormCase kLayernormCases[] = {{1, 1}, {3, 7}, {129, 64}, {129, 70}, {1, 768}, {4099, 768}};
 // GPT-2 124M's: 8 sequences of 1024 tokens, 768 wide.
 constexpr LayernormCase kGpt2LayernormCases[] = {{8192, 768}};
@@ -819,65 +1251,99 @@ void test_layernorm(const Gpu& gpu, Checker& checker, std::span<const LayernormC
   constexpr float kEps = 1e-5f;
   const trainctl::NormOps& ops = *gpu.device.norm;
   const trainctl::NormOps& ref_ops = *cpu().norm;
-  for (const auto [rows, cols] : cases)
-    // Offset 1: no row 16-byte aligned, so the kernels read one float at a time.
-    for (size_t offset : {size_t{0}, size_t{1}}) {
-      const auto n = static_cast<size_t>(rows * cols);
-      const auto row_count = static_cast<size_t>(rows), col_count = static_cast<size_t>(cols);
-      const std::vector<float> x = random_floats(n, -1.0f, 3.0f, ++seed);
-      const std::vector<float> weight = random_floats(col_count, -1.0f, 1.0f, ++seed);
-      const std::vector<float> bias = random_floats(col_count, -1.0f, 1.0f, ++seed);
-      const std::vector<float> grad_out = random_floats(n, -1.0f, 1.0f, ++seed);
-      // What the gradients hold before backward, which accumulates into them.
-      const std::vector<float> grad_x_init = random_floats(n, -1.0f, 1.0f, ++seed);
-      const std::vector<float> grad_weight_init = random_floats(col_count, -1.0f, 1.0f, ++seed);
-      const std::vector<float> grad_bias_init = random_floats(col_count, -1.0f, 1.0f, ++seed);
-      std::vector<float> ref_out(n), ref_mean(row_count), ref_rstd(row_count);
-      ref_ops.layernorm_forward(kCpuStream, ref_out.data(), ref_mean.data(), ref_rstd.data(), x.data(), weight.data(),
-                                bias.data(), rows, cols, kEps);
-      // Backward on both sides from the CPU's mean and rstd, so that it is compared on its own.
-      std::vector<float> ref_grad_x = grad_x_init, ref_grad_weight = grad_weight_init,
-                         ref_grad_bias = grad_bias_init;
-      ref_ops.layernorm_backward(kCpuStream, ref_grad_x.data(), ref_grad_weight.data(), ref_grad_bias.data(),
-                                 grad_out.data(), x.data(), weight.data(), ref_mean.data(), ref_rstd.data(), rows,
-                                 cols);
+  for (ElementType type : kElementTypes)
+    for (const auto [rows, cols] : cases)
+      // Offset 1: no row aligned for four elements at a time (on the smaller cases). With the
+      // fused residual add, and grad_x's copy in the tensors' type, as GPT-2 calls them; without,
+      // as its first block.
+      for (size_t offset : {size_t{0}, size_t{1}})
+        for (bool fused : {false, true}) {
+          if (offset != 0 && rows * cols > 100'000) continue;
+          const auto n = static_cast<size_t>(rows * cols);
+          const auto row_count = static_cast<size_t>(rows), col_count = static_cast<size_t>(cols);
+          const std::vector<float> x = random_floats(n, -1.0f, 3.0f, ++seed);
+          const HostTensor add = random_tensor(type, n, -1.0f, 1.0f, ++seed);
+          const std::vector<float> weight = random_floats(col_count, -1.0f, 1.0f, ++seed);
+          const std::vector<float> bias = random_floats(col_count, -1.0f, 1.0f, ++seed);
+          const HostTensor grad_out = random_tensor(type, n, -1.0f, 1.0f, ++seed);
+          // What the gradients hold before backward, which accumulates into them.
+          const std::vector<float> grad_x_init = random_floats(n, -1.0f, 1.0f, ++seed);
+          const std::vector<float> grad_weight_init = random_floats(col_count, -1.0f, 1.0f, ++seed);
+          const std::vector<float> grad_bias_init = random_floats(col_count, -1.0f, 1.0f, ++seed);
+          const HostTensor grad_x_copy_init(type, std::vector<float>(n, 5.0f));
+          HostTensor ref_out(type, std::vector<float>(n)), ref_grad_x_copy = grad_x_copy_init;
+          std::vector<float> ref_mean(row_count), ref_rstd(row_count), ref_sum(n);
+          ref_ops.layernorm_forward(kCpuStream, ref_out.data(), ref_mean.data(), ref_rstd.data(), x.data(),
+                                    fused ? add.data() : ConstTypedPtr{}, fused ? ref_sum.data() : nullptr,
+                                    weight.data(), bias.data(), rows, cols, kEps);
+          // Backward on both sides from the CPU's normalized input, mean and rstd, so that it is
+          // compared on its own.
+          const std::vector<float>& normalized = fused ? ref_sum : x;
+          std::vector<float> ref_grad_x = grad_x_init, ref_grad_weight = grad_weight_init,
+                             ref_grad_bias = grad_bias_init;
+          ref_ops.layernorm_backward(kCpuStream, ref_grad_x.data(), fused ? ref_grad_x_copy.data() : TypedPtr{},
+                                     ref_grad_weight.data(), ref_grad_bias.data(), grad_out.data(), normalized.data(),
+                                     weight.data(), ref_mean.data(), ref_rstd.data(), rows, cols);
 
-      DeviceCopy<float> device_x(gpu, x, offset), device_weight(gpu, weight, offset),
-          device_bias(gpu, bias, offset), device_grad_out(gpu, grad_out, offset),
-          out(gpu, std::vector<float>(n), offset), mean(gpu, std::vector<float>(row_count), offset),
-          rstd(gpu, std::vector<float>(row_count), offset), ref_mean_copy(gpu, ref_mean, offset),
-          ref_rstd_copy(gpu, ref_rstd, offset), grad_x(gpu, grad_x_init, offset),
-          grad_weight(gpu, grad_weight_init, offset), grad_bias(gpu, grad_bias_init, offset);
-      struct Result {
-        std::vector<float> out, mean, rstd, grad_x, grad_weight, grad_bias;
-      };
-      const auto run = [&] {
-        ops.layernorm_forward(gpu.stream, out.get(), mean.get(), rstd.get(), device_x.get(), device_weight.get(),
-                              device_bias.get(), rows, cols, kEps);
-        grad_x.write(grad_x_init);
-        grad_weight.write(grad_weight_init);
-        grad_bias.write(grad_bias_init);
-        ops.layernorm_backward(gpu.stream, grad_x.get(), grad_weight.get(), grad_bias.get(), device_grad_out.get(),
-                               device_x.get(), device_weight.get(), ref_mean_copy.get(), ref_rstd_copy.get(), rows,
-                               cols);
-        return Result{out.read(), mean.read(), rstd.read(), grad_x.read(), grad_weight.read(), grad_bias.read()};
-      };
-      const Result first = first_run(run), second = second_run(run);
-      const std::string name =
-          fmt::format("layernorm {}{}", shape_name(rows, cols), offset != 0 ? " (unaligned)" : "");
-      checker.compare(name + " out", first.out, ref_out, kLayerNormOut);
-      checker.compare(name + " mean", first.mean, ref_mean, kLayerNormStatistic);
-      checker.compare(name + " rstd", first.rstd, ref_rstd, kLayerNormStatistic);
-      checker.compare(name + " grad_x", first.grad_x, ref_grad_x, kLayerNormGradX);
-      checker.compare(name + " grad_weight", first.grad_weight, ref_grad_weight, layernorm_column_sum_tolerance(rows));
-      checker.compare(name + " grad_bias", first.grad_bias, ref_grad_bias, layernorm_column_sum_tolerance(rows));
-      checker.check_deterministic(name + " out", first.out, second.out);
-      checker.check_deterministic(name + " mean", first.mean, second.mean);
-      checker.check_deterministic(name + " rstd", first.rstd, second.rstd);
-      checker.check_deterministic(name + " grad_x", first.grad_x, second.grad_x);
-      checker.check_deterministic(name + " grad_weight", first.grad_weight, second.grad_weight);
-      checker.check_deterministic(name + " grad_bias", first.grad_bias, second.grad_bias);
-    }
+          DeviceCopy<float> device_x(gpu, x, offset), device_weight(gpu, weight, offset),
+              device_bias(gpu, bias, offset), mean(gpu, std::vector<float>(row_count), offset),
+              rstd(gpu, std::vector<float>(row_count), offset), sum(gpu, std::vector<float>(n), offset),
+              ref_normalized(gpu, normalized, offset), ref_mean_copy(gpu, ref_mean, offset),
+              ref_rstd_copy(gpu, ref_rstd, offset), grad_x(gpu, grad_x_init, offset),
+              grad_weight(gpu, grad_weight_init, offset), grad_bias(gpu, grad_bias_init, offset);
+          DeviceTensor device_add(gpu, add, offset), device_grad_out(gpu, grad_out, offset),
+              out(gpu, HostTensor(type, std::vector<float>(n)), offset), grad_x_copy(gpu, grad_x_copy_init, offset);
+          const auto forward = [&] {
+            ops.layernorm_forward(gpu.stream, out.get(), mean.get(), rstd.get(), device_x.get(),
+                                  fused ? device_add.get() : TypedPtr{}, fused ? sum.get() : nullptr,
+                                  device_weight.get(), device_bias.get(), rows, cols, kEps);
+          };
+          const auto backward = [&] {
+            ops.layernorm_backward(gpu.stream, grad_x.get(), fused ? grad_x_copy.get() : TypedPtr{}, grad_weight.get(),
+                                   grad_bias.get(), device_grad_out.get(), ref_normalized.get(), device_weight.get(),
+                                   ref_mean_copy.get(), ref_rstd_copy.get(), rows, cols);
+          };
+          struct Result {
+            std::vector<float> out, mean, rstd, sum, grad_x, grad_x_copy, grad_weight, grad_bias;
+          };
+          const auto run = [&] {
+            forward();
+            grad_x.write(grad_x_init);
+            grad_weight.write(grad_weight_init);
+            grad_bias.write(grad_bias_init);
+            backward();
+            return Result{out.read(),    mean.read(),        rstd.read(),        sum.read(),
+                          grad_x.read(), grad_x_copy.read(), grad_weight.read(), grad_bias.read()};
+          };
+          const Result first = first_run(run), second = second_run(run);
+          const std::string name = fmt::format("layernorm {} {}{}{}", type_name(type), shape_name(rows, cols),
+                                               offset != 0 ? " (unaligned)" : "",
+                                               fused ? " with the residual add and grad_x's copy" : "");
+          checker.compare(name + " out", first.out, ref_out.floats(), stored_in(type, kLayerNormOut));
+          checker.compare(name + " mean", first.mean, ref_mean, kLayerNormStatistic);
+          checker.compare(name + " rstd", first.rstd, ref_rstd, kLayerNormStatistic);
+          checker.compare(name + " grad_x", first.grad_x, ref_grad_x, kLayerNormGradX);
+          checker.compare(name + " grad_weight", first.grad_weight, ref_grad_weight,
+                          layernorm_column_sum_tolerance(rows));
+          checker.compare(name + " grad_bias", first.grad_bias, ref_grad_bias, layernorm_column_sum_tolerance(rows));
+          if (fused) {
+            checker.compare(name + " sum", first.sum, ref_sum, kExact);
+            checker.compare(name + " grad_x's copy", first.grad_x_copy, ref_grad_x_copy.floats(),
+                            stored_in(type, kLayerNormGradX));
+          }
+          checker.check_deterministic(name + " out", first.out, second.out);
+          checker.check_deterministic(name + " mean", first.mean, second.mean);
+          checker.check_deterministic(name + " rstd", first.rstd, second.rstd);
+          checker.check_deterministic(name + " sum", first.sum, second.sum);
+          checker.check_deterministic(name + " grad_x", first.grad_x, second.grad_x);
+          checker.check_deterministic(name + " grad_x's copy", first.grad_x_copy, second.grad_x_copy);
+          checker.check_deterministic(name + " grad_weight", first.grad_weight, second.grad_weight);
+          checker.check_deterministic(name + " grad_bias", first.grad_bias, second.grad_bias);
+          if (rows == 129 && cols == 70 && offset == 0) {
+            check_queued(gpu, checker, name + " forward", {.launches = 1}, forward);
+            check_queued(gpu, checker, name + " backward", {.launches = 2}, backward);
+          }
+        }
 }
 
 // Embedding, weights and grad_out in [-1, 1]. The forward adds two floats per element, and the
@@ -924,16 +1390,22 @@ void test_embedding(const Gpu& gpu, Checker& checker, std::span<const EmbeddingC
       DeviceCopy<float> device_wte(gpu, wte, offset), device_wpe(gpu, wpe, offset),
           device_grad_out(gpu, grad_out, offset), out(gpu, std::vector<float>(out_size), offset),
           grad_wte(gpu, grad_wte_init, offset), grad_wpe(gpu, grad_wpe_init, offset);
+      const auto forward = [&] {
+        ops.embedding_forward(gpu.stream, out.get(), device_tokens.get(), device_wte.get(), device_wpe.get(), batch,
+                              seq, channels);
+      };
+      const auto backward = [&] {
+        ops.embedding_backward(gpu.stream, grad_wte.get(), grad_wpe.get(), device_grad_out.get(), device_tokens.get(),
+                               batch, seq, channels);
+      };
       struct Result {
         std::vector<float> out, grad_wte, grad_wpe;
       };
       const auto run = [&] {
-        ops.embedding_forward(gpu.stream, out.get(), device_tokens.get(), device_wte.get(), device_wpe.get(), batch,
-                              seq, channels);
+        forward();
         grad_wte.write(grad_wte_init);
         grad_wpe.write(grad_wpe_init);
-        ops.embedding_backward(gpu.stream, grad_wte.get(), grad_wpe.get(), device_grad_out.get(), device_tokens.get(),
-                               batch, seq, channels);
+        backward();
         return Result{out.read(), grad_wte.read(), grad_wpe.read()};
       };
       const Result first = first_run(run), second = second_run(run);
@@ -945,6 +1417,69 @@ void test_embedding(const Gpu& gpu, Checker& checker, std::span<const EmbeddingC
       checker.check_deterministic(name + " out", first.out, second.out);
       checker.check_deterministic(name + " grad_wte", first.grad_wte, second.grad_wte);
       checker.check_deterministic(name + " grad_wpe", first.grad_wpe, second.grad_wpe);
+      if (seq == 43) {
+        check_queued(gpu, checker, name + " forward", {.launches = 1}, forward);
+        check_queued(gpu, checker, name + " backward", {.launches = 3}, backward);
+      }
+    }
+}
+
+// The benchmark MLP's GEMMs, batch 8192: the hidden layers' 8192 x 8192 x 8192, overwriting and
+// accumulating (beta = 1, as weight gradients do), the first layer's forward from 1024 inputs,
+// and the classifier's weight gradient (1024 classes); the transposes make the other passes.
+void test_benchmark_gemms(const Gpu& gpu, Checker& checker) {
+  const GemmCase cases[] = {
+      {.m = 8192, .n = 8192, .k = 8192},
+      {.m = 8192, .n = 8192, .k = 8192, .beta = 1.0f},
+      {.m = 8192, .n = 8192, .k = 1024},
+      {.m = 1024, .n = 8192, .k = 8192, .beta = 1.0f},
+  };
+  const GemmTypes types[] = {{kF32, kF32}, {kBf16, kF32}};
+  test_gemm_cases(gpu, checker, cases, types, 800);
+}
+
+// A GEMM as a model's step runs it: transposes, shape, epilogue, and whether its C is a float
+// gradient in bf16 runs too.
+struct ModelGemm {
+  bool transpose_a, transpose_b;
+  GemmCase shape;
+  Epilogue epilogue;
+  int64_t ld_aux = 0;
+  bool float_c = false;
+};
+
+// The benchmark MLP's hidden layer (batch 8192, 8192 wide) and GPT-2 124M's GEMMs (8192 rows, 768
+// wide, the vocabulary padded to 50304), forward and backward, each in the types an f32 run and a
+// bf16 run give it.
+void test_model_gemms(const Gpu& gpu, Checker& checker) {
+  constexpr int64_t kRows = 8192, kMlpWidth = 8192, kChannels = 768, kVocab = 50304;
+  const ModelGemm gemms[] = {
+      // MLP: z = x W^T + b; dW += dz^T x and db += the column sums of dz; dx = dz W.
+      {false, true, {.m = kRows, .n = kMlpWidth, .k = kMlpWidth}, Epilogue::kBias},
+      {true, false, {.m = kMlpWidth, .n = kMlpWidth, .k = kRows, .beta = 1.0f}, Epilogue::kBiasGradA, 0, true},
+      {false, false, {.m = kRows, .n = kMlpWidth, .k = kMlpWidth}, Epilogue::kNone},
+      // GPT-2's block: qkv, the attention's projection, the MLP's fc (GELU) and projection.
+      {false, false, {.m = kRows, .n = 3 * kChannels, .k = kChannels}, Epilogue::kBias},
+      {false, false, {.m = kRows, .n = kChannels, .k = kChannels}, Epilogue::kBias},
+      {false, false, {.m = kRows, .n = 4 * kChannels, .k = kChannels}, Epilogue::kGeluBias, 4 * kChannels},
+      {false, false, {.m = kRows, .n = kChannels, .k = 4 * kChannels}, Epilogue::kBias},
+      // Its backward: the projection's weight and bias gradients, the GELU's gradient, the fc's.
+      {true, false, {.m = 4 * kChannels, .n = kChannels, .k = kRows, .beta = 1.0f}, Epilogue::kBiasGradB, 0, true},
+      {false, true, {.m = kRows, .n = 4 * kChannels, .k = kChannels}, Epilogue::kGeluGrad, 4 * kChannels},
+      {true, false, {.m = kChannels, .n = 4 * kChannels, .k = kRows, .beta = 1.0f}, Epilogue::kBiasGradB, 0, true},
+      // The tied language-model head: logits, the input's gradient, the embedding's gradient.
+      {false, true, {.m = kRows, .n = kVocab, .k = kChannels}, Epilogue::kNone},
+      {false, false, {.m = kRows, .n = kChannels, .k = kVocab}, Epilogue::kNone},
+      {true, false, {.m = kVocab, .n = kChannels, .k = kRows, .beta = 1.0f}, Epilogue::kNone, 0, true},
+  };
+  uint64_t seed = 820;
+  for (ElementType precision : kElementTypes)
+    for (const ModelGemm& model_gemm : gemms) {
+      const GemmTypes types{precision, model_gemm.float_c ? kF32 : precision};
+      Gemm gemm = gemm_of_case(model_gemm.shape, model_gemm.transpose_a, model_gemm.transpose_b);
+      gemm.epilogue = model_gemm.epilogue;
+      gemm.ld_aux = model_gemm.ld_aux;
+      test_gemm(gpu, checker, types, model_gemm.shape, gemm, random_gemm_tensors(types, gemm, seed));
     }
 }
 
@@ -953,7 +1488,6 @@ struct TestGroup {
   std::function<void(const Gpu&, Checker&)> run;
 };
 
-// The groups of the default run, and of --large.
 // A group that runs `test` over `cases`, its random inputs from `seed` on.
 template <typename Case>
 std::function<void(const Gpu&, Checker&)> over(void (*test)(const Gpu&, Checker&, std::span<const Case>, uint64_t),
@@ -965,20 +1499,24 @@ std::function<void(const Gpu&, Checker&)> over(void (*test)(const Gpu&, Checker&
 std::vector<TestGroup> test_groups(bool large) {
   if (large)
     return {{"gemm", test_benchmark_gemms},
-            {"bias_act_forward", over<ActivationShape>(test_bias_act_forward, kBenchmarkActivationShapes, 850)},
-            {"bias_act_backward", over<ActivationShape>(test_bias_act_backward, kBenchmarkActivationShapes, 900)},
+            {"gemm_model", test_model_gemms},
+            {"activation_forward", over<ActivationCase>(test_activation_forward, kBenchmarkActivationCases, 850)},
+            {"activation_backward", over<ActivationCase>(test_activation_backward, kBenchmarkActivationCases, 900)},
             {"softmax_cross_entropy", over<LossCase>(test_softmax_cross_entropy, kGpt2LossCases, 950)},
+            {"optimizers", test_gpt2_optimizer},
             {"attention", over<AttentionCase>(test_attention, kGpt2AttentionCases, 1050)},
             {"layernorm", over<LayernormCase>(test_layernorm, kGpt2LayernormCases, 1150)},
             {"embedding", over<EmbeddingCase>(test_embedding, kGpt2EmbeddingCases, 1250)}};
   return {{"memory", test_memory},
+          {"convert", test_convert},
           {"gemm", test_gemms},
-          {"bias_act_forward", over<ActivationShape>(test_bias_act_forward, kActivationShapes, 300)},
-          {"bias_act_backward", over<ActivationShape>(test_bias_act_backward, kActivationShapes, 400)},
+          {"gemm_epilogues", test_epilogues},
+          {"activation_forward", over<ActivationCase>(test_activation_forward, kActivationCases, 300)},
+          {"activation_backward", over<ActivationCase>(test_activation_backward, kActivationCases, 400)},
           {"add", test_add},
           {"softmax_cross_entropy", over<LossCase>(test_softmax_cross_entropy, kLossCases, 500)},
           {"optimizers", test_optimizers},
-          {"sum_squares_and_scale", test_sum_squares_and_scale},
+          {"sum_squares", test_sum_squares},
           {"attention", over<AttentionCase>(test_attention, kAttentionCases, 1000)},
           {"layernorm", over<LayernormCase>(test_layernorm, kLayernormCases, 1100)},
           {"embedding", over<EmbeddingCase>(test_embedding, kEmbeddingCases, 1200)}};
@@ -1027,7 +1565,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
-    std::printf("[INFO] device: %s\n", cuda->memory.bind_local(0, 1).c_str());
+    std::printf("[INFO] device: %s\n", cuda->info.bind_local(0, 1).c_str());
   } catch (const trainctl::DeviceUnavailable& error) {
     std::printf("SKIP: %s\n", error.what());
     return 77;
@@ -1035,22 +1573,27 @@ int main(int argc, char** argv) {
     std::printf("FAIL: binding to GPU 0: %s\n", error.what());
     return 1;
   }
-  const Gpu gpu{*cuda, cuda->streams.create()};
+  std::printf("[INFO] what each op queues: %s\n",
+              cuda->info.activity() ? "counted by the device, and checked" : "not counted by this device");
+  const Gpu gpu{*cuda, cuda->streams.create_stream()};
 
   Checker checker;
   bool found = options.only.empty();
   for (const TestGroup& group : test_groups(options.large)) {
     if (!options.only.empty() && options.only != group.name) continue;
     found = true;
+    const auto start = std::chrono::steady_clock::now();
     try {
       group.run(gpu, checker);
     } catch (const std::exception& error) {
       checker.record(false, std::string(group.name) + ": exception: " + error.what());
     }
+    std::printf("[INFO] %s: %.1f s\n", group.name,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   if (!found) checker.record(false, "--only " + options.only + ": no such group");
-  cuda->streams.destroy(gpu.stream);
-  cuda->memory.unbind();
+  cuda->streams.destroy_stream(gpu.stream);
+  cuda->info.unbind();
   std::printf("%d checks, %d failed\n", checker.checks(), checker.failures());
   return checker.failures() == 0 && checker.checks() > 0 ? 0 : 1;
 }

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "activation_functions.h"
 #include "cpu_ops.h"
@@ -114,6 +115,10 @@ void check_gemm(const Gemm& g) {
     throw std::logic_error("gemm: the bias has C's element type");
   if ((g.epilogue == Epilogue::kGeluBias || g.epilogue == Epilogue::kGeluGrad) && g.aux.type != g.c.type)
     throw std::logic_error("gemm: the GELU input has C's element type");
+  // cuBLASLt's (EPILOGUE_AUX_LD), kept here too so that the devices refuse the same GEMMs.
+  if ((g.epilogue == Epilogue::kGeluBias || g.epilogue == Epilogue::kGeluGrad) && (g.ld_aux % 8 != 0 || g.ld_aux < g.n))
+    throw std::logic_error("gemm: the GELU input's row stride ld_aux (" + std::to_string(g.ld_aux) +
+                           ") must be a multiple of 8 and at least n (" + std::to_string(g.n) + ")");
 }
 
 }  // namespace

@@ -1,17 +1,18 @@
-// The CUDA attention family: causal multi-head self-attention, forward and backward, in fp32,
-// tiled in the manner of FlashAttention-2 so that no seq x seq matrix is ever stored. A block
-// takes a tile of 32 rows of one (batch, head), four threads per row, each holding every fourth
-// column of the head (d <= 128, padded with zeros to 32, 64 or 128) and summing its share of a
-// dot product, the four shares then added by a fixed xor butterfly. Tiles in shared memory keep
-// each thread's columns next to each other (Tile), so that it reads them four at a time, and the
-// dot products and accumulations are explicit fused multiply-adds (fmaf), which the build's
-// --fmad=false (there for the elementwise kernels' bitwise match with the CPU) would otherwise
-// split into a multiply and an add; the tolerances against the CPU are those of any fp32 sum
-// order. The forward streams the key and value tiles up to the causal limit through shared
-// memory with an online softmax (running max and sum), and writes out and lse = max + log(sum).
-// The backward recomputes the probabilities exp(s - lse) tile by tile in two passes that each own
-// what they write, so no float atomics and bitwise the same result on every run: one block per
-// key tile accumulates dK and dV over the query tiles in order, one block per query tile
+// The CUDA attention family: causal multi-head self-attention, forward and backward, over f32 or
+// bf16 tensors (widened to fp32 as they are read, a bf16 result rounded once as it is written)
+// computed in fp32 on CUDA cores, tiled in the manner of FlashAttention-2 so that no seq x seq
+// matrix is ever stored. A block takes a tile of 32 rows of one (batch, head), four threads per
+// row, each holding every fourth column of the head (d <= 128, padded with zeros to 32, 64 or 128)
+// and summing its share of a dot product, the four shares then added by a fixed xor butterfly.
+// Tiles in shared memory keep each thread's columns next to each other (Tile), so that it reads
+// them four at a time, and the dot products and accumulations are explicit fused multiply-adds
+// (fmaf), which the build's --fmad=false (there for the elementwise kernels' bitwise match with the
+// CPU) would otherwise split into a multiply and an add; the tolerances against the CPU are those
+// of any fp32 sum order. The forward streams the key and value tiles up to the causal limit through
+// shared memory with an online softmax (running max and sum), and writes out and lse = max +
+// log(sum). The backward recomputes the probabilities exp(s - lse) tile by tile in two passes that
+// each own what they write, so no float atomics and bitwise the same result on every run: one block
+// per key tile accumulates dK and dV over the query tiles in order, one block per query tile
 // accumulates dQ over the key tiles in order; each computes D_i = dO_i . O_i itself, in the same
 // order.
 #include <algorithm>
@@ -41,21 +42,22 @@ __device__ inline float group_sum(float value) {
 }
 
 // One (batch, head) of the attention tensors, blockIdx.x's.
+template <typename T>
 struct HeadView {
-  const float* q;  // row stride 3 * channels; k and v follow at + channels and + 2 channels
+  const T* q;  // row stride 3 * channels; k and v follow at + channels and + 2 channels
   int64_t qkv_ld;
   int64_t out_offset;  // of the head's columns in out and grad_out (row stride channels)
   int64_t lse_offset;  // of the head's row in lse
 
-  __device__ HeadView(const float* qkv, int64_t seq, int64_t channels, int heads, int head_size) {
+  __device__ HeadView(const T* qkv, int64_t seq, int64_t channels, int heads, int head_size) {
     const int64_t b = blockIdx.x / heads, h = blockIdx.x % heads;
     qkv_ld = 3 * channels;
     q = qkv + b * seq * qkv_ld + h * head_size;
     out_offset = b * seq * channels + h * head_size;
     lse_offset = int64_t{blockIdx.x} * seq;
   }
-  __device__ const float* k() const { return q + qkv_ld / 3; }
-  __device__ const float* v() const { return q + 2 * (qkv_ld / 3); }
+  __device__ const T* k() const { return q + qkv_ld / 3; }
+  __device__ const T* v() const { return q + 2 * (qkv_ld / 3); }
 };
 
 // The first query of this block's tile: the tiles in reverse order, so that the blocks with the
@@ -75,11 +77,12 @@ struct alignas(16) Tile {
 
   // Row r, column c = base[(first + r) * ld + c], zero past the last row or the head's columns;
   // consecutive threads read consecutive columns.
-  __device__ void load(const float* base, int64_t ld, int64_t first, int64_t seq, int head_size) {
+  template <typename T>
+  __device__ void load(const T* base, int64_t ld, int64_t first, int64_t seq, int head_size) {
     for (int e = static_cast<int>(threadIdx.x); e < kTile * kD; e += kThreads) {
       const int r = e / kD, c = e % kD;
       const int64_t row = first + r;
-      values[r][c % kSplit * kRun + c / kSplit] = row < seq && c < head_size ? base[row * ld + c] : 0.0f;
+      values[r][c % kSplit * kRun + c / kSplit] = row < seq && c < head_size ? widen(base[row * ld + c]) : 0.0f;
     }
   }
 
@@ -90,41 +93,41 @@ struct alignas(16) Tile {
 
 // A thread's columns of row `row` (clamped to the last row: rows past it are computed but never
 // written), zero past the head's columns.
-template <int kD>
-__device__ void load_columns(float (&values)[kD / kSplit], const float* base, int64_t ld, int64_t row, int64_t seq,
+template <int kD, typename T>
+__device__ void load_columns(float (&values)[kD / kSplit], const T* base, int64_t ld, int64_t row, int64_t seq,
                              int head_size, int sub) {
   const int64_t clamped = min(row, seq - 1);
 #pragma unroll
   for (int m = 0; m < kD / kSplit; ++m) {
     const int c = sub + kSplit * m;
-    values[m] = c < head_size ? base[clamped * ld + c] : 0.0f;
+    values[m] = c < head_size ? widen(base[clamped * ld + c]) : 0.0f;
   }
 }
 
 // D_i = dO_i . O_i for the row of the thread's group, in every lane of it: the same order in
 // both backward passes.
-template <int kD>
-__device__ float output_dot(const float* grad_out, const float* out, int64_t channels, int64_t row, int64_t seq,
+template <int kD, typename T>
+__device__ float output_dot(const T* grad_out, const T* out, int64_t channels, int64_t row, int64_t seq,
                             int head_size, int sub) {
   const int64_t clamped = min(row, seq - 1);
   float dot = 0.0f;
 #pragma unroll
   for (int m = 0; m < kD / kSplit; ++m) {
     const int c = sub + kSplit * m;
-    if (c < head_size) dot = fmaf(grad_out[clamped * channels + c], out[clamped * channels + c], dot);
+    if (c < head_size) dot = fmaf(widen(grad_out[clamped * channels + c]), widen(out[clamped * channels + c]), dot);
   }
   return group_sum(dot);
 }
 
 // Grid: x = batch * heads, y = query tiles. Each group of kSplit threads keeps its query row's
 // q and output accumulator in registers (kD / kSplit columns each) and the tile's scores.
-template <int kD>
+template <int kD, typename T>
 __global__ void __launch_bounds__(kThreads)
-    attention_forward_kernel(float* __restrict__ out, float* __restrict__ lse, const float* __restrict__ qkv,
-                             int64_t seq, int64_t channels, int heads, int head_size, float scale) {
+    attention_forward_kernel(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int64_t seq,
+                             int64_t channels, int heads, int head_size, float scale) {
   constexpr int kCols = kD / kSplit;
   __shared__ Tile<kD> k_tile, v_tile;
-  const HeadView head(qkv, seq, channels, heads, head_size);
+  const HeadView<T> head(qkv, seq, channels, heads, head_size);
   const int row = static_cast<int>(threadIdx.x) / kSplit, sub = static_cast<int>(threadIdx.x) % kSplit;
   const int64_t first_query = tile_start();
   const int64_t i = first_query + row;
@@ -181,11 +184,11 @@ __global__ void __launch_bounds__(kThreads)
 
   if (i >= seq) return;
   const float inverse_sum = 1.0f / running_sum;
-  float* out_row = out + head.out_offset + i * channels;
+  T* out_row = out + head.out_offset + i * channels;
 #pragma unroll
   for (int m = 0; m < kCols; ++m) {
     const int c = sub + kSplit * m;
-    if (c < head_size) out_row[c] = o[m] * inverse_sum;
+    if (c < head_size) out_row[c] = narrow<T>(o[m] * inverse_sum);
   }
   if (sub == 0) lse[head.lse_offset + i] = running_max + logf(running_sum);
 }
@@ -193,22 +196,21 @@ __global__ void __launch_bounds__(kThreads)
 // dK and dV. Grid: x = batch * heads, y = key tiles. Each group keeps its key row's k and v
 // and its dK and dV accumulators in registers, and goes over the query tiles from its own
 // onwards, in order, through shared memory: dV_j += P_ij dO_i, dK_j += dS_ij Q_i.
-template <int kD>
+template <int kD, typename T>
 __global__ void __launch_bounds__(kThreads)
-    attention_backward_key_kernel(float* __restrict__ grad_qkv, const float* __restrict__ grad_out,
-                                  const float* __restrict__ qkv, const float* __restrict__ out,
-                                  const float* __restrict__ lse, int64_t seq, int64_t channels, int heads,
-                                  int head_size, float scale) {
+    attention_backward_key_kernel(T* __restrict__ grad_qkv, const T* __restrict__ grad_out, const T* __restrict__ qkv,
+                                  const T* __restrict__ out, const float* __restrict__ lse, int64_t seq,
+                                  int64_t channels, int heads, int head_size, float scale) {
   constexpr int kCols = kD / kSplit;
   __shared__ Tile<kD> q_tile, grad_out_tile;
   __shared__ float lse_tile[kTile], dot_tile[kTile];
-  const HeadView head(qkv, seq, channels, heads, head_size);
+  const HeadView<T> head(qkv, seq, channels, heads, head_size);
   const int row = static_cast<int>(threadIdx.x) / kSplit, sub = static_cast<int>(threadIdx.x) % kSplit;
   // In order: the first key tiles, which the most queries see, start first.
   const int64_t first_key = int64_t{blockIdx.y} * kTile;
   const int64_t j = first_key + row;
-  const float* head_grad_out = grad_out + head.out_offset;
-  const float* head_out = out + head.out_offset;
+  const T* head_grad_out = grad_out + head.out_offset;
+  const T* head_out = out + head.out_offset;
 
   float k[kCols], v[kCols], grad_k[kCols], grad_v[kCols];
   load_columns<kD>(k, head.k(), head.qkv_ld, j, seq, head_size, sub);
@@ -256,15 +258,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   if (j >= seq) return;
-  float* grad_q_base = grad_qkv + (head.q - qkv);
-  float* grad_k_row = grad_q_base + channels + j * head.qkv_ld;
-  float* grad_v_row = grad_q_base + 2 * channels + j * head.qkv_ld;
+  T* grad_q_base = grad_qkv + (head.q - qkv);
+  T* grad_k_row = grad_q_base + channels + j * head.qkv_ld;
+  T* grad_v_row = grad_q_base + 2 * channels + j * head.qkv_ld;
 #pragma unroll
   for (int m = 0; m < kCols; ++m) {
     const int c = sub + kSplit * m;
     if (c < head_size) {
-      grad_k_row[c] = grad_k[m] * scale;
-      grad_v_row[c] = grad_v[m];
+      grad_k_row[c] = narrow<T>(grad_k[m] * scale);
+      grad_v_row[c] = narrow<T>(grad_v[m]);
     }
   }
 }
@@ -272,19 +274,19 @@ __global__ void __launch_bounds__(kThreads)
 // dQ. Grid: x = batch * heads, y = query tiles. Each group keeps its query row's q, dO and dQ
 // accumulator in registers, and goes over the key tiles up to the causal limit, in order,
 // through shared memory: dQ_i += dS_ij K_j.
-template <int kD>
+template <int kD, typename T>
 __global__ void __launch_bounds__(kThreads)
-    attention_backward_query_kernel(float* __restrict__ grad_qkv, const float* __restrict__ grad_out,
-                                    const float* __restrict__ qkv, const float* __restrict__ out,
+    attention_backward_query_kernel(T* __restrict__ grad_qkv, const T* __restrict__ grad_out,
+                                    const T* __restrict__ qkv, const T* __restrict__ out,
                                     const float* __restrict__ lse, int64_t seq, int64_t channels, int heads,
                                     int head_size, float scale) {
   constexpr int kCols = kD / kSplit;
   __shared__ Tile<kD> k_tile, v_tile;
-  const HeadView head(qkv, seq, channels, heads, head_size);
+  const HeadView<T> head(qkv, seq, channels, heads, head_size);
   const int row = static_cast<int>(threadIdx.x) / kSplit, sub = static_cast<int>(threadIdx.x) % kSplit;
   const int64_t first_query = tile_start();
   const int64_t i = first_query + row;
-  const float* head_grad_out = grad_out + head.out_offset;
+  const T* head_grad_out = grad_out + head.out_offset;
 
   float q[kCols], grad_o[kCols], grad_q[kCols];
   load_columns<kD>(q, head.q, head.qkv_ld, i, seq, head_size, sub);
@@ -327,11 +329,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   if (i >= seq) return;
-  float* grad_q_row = grad_qkv + (head.q - qkv) + i * head.qkv_ld;
+  T* grad_q_row = grad_qkv + (head.q - qkv) + i * head.qkv_ld;
 #pragma unroll
   for (int m = 0; m < kCols; ++m) {
     const int c = sub + kSplit * m;
-    if (c < head_size) grad_q_row[c] = grad_q[m] * scale;
+    if (c < head_size) grad_q_row[c] = narrow<T>(grad_q[m] * scale);
   }
 }
 
@@ -371,26 +373,34 @@ void with_padded_head(const AttentionShape& shape, Body body) {
 
 }  // namespace
 
-void attention_forward(Stream stream, float* out, float* lse, const float* qkv, int64_t batch, int64_t seq,
+void attention_forward(Stream stream, TypedPtr out, float* lse, ConstTypedPtr qkv, int64_t batch, int64_t seq,
                        int64_t channels, int64_t heads) {
   const AttentionShape shape = attention_shape(batch, seq, channels, heads);
   if (shape.grid.x == 0) return;
-  with_padded_head(shape, [&](auto padded) {
-    launch(cuda_stream(stream), shape.grid, kThreads, attention_forward_kernel<padded()>, out, lse, qkv, seq,
-           channels, static_cast<int>(heads), shape.head_size, shape.scale);
+  with_element_type(one_element_type("attention_forward", {out, qkv}), [&](auto type) {
+    using T = typename decltype(type)::type;
+    with_padded_head(shape, [&](auto padded) {
+      launch(cuda_stream(stream), shape.grid, kThreads, attention_forward_kernel<padded(), T>, typed<T>(out), lse,
+             typed<T>(qkv), seq, channels, static_cast<int>(heads), shape.head_size, shape.scale);
+    });
   });
 }
 
-void attention_backward(Stream stream, float* grad_qkv, const float* grad_out, const float* qkv, const float* out,
+void attention_backward(Stream stream, TypedPtr grad_qkv, ConstTypedPtr grad_out, ConstTypedPtr qkv, ConstTypedPtr out,
                         const float* lse, int64_t batch, int64_t seq, int64_t channels, int64_t heads) {
   const AttentionShape shape = attention_shape(batch, seq, channels, heads);
   if (shape.grid.x == 0) return;
-  with_padded_head(shape, [&](auto padded) {
-    const cudaStream_t cuda = cuda_stream(stream);
-    launch(cuda, shape.grid, kThreads, attention_backward_key_kernel<padded()>, grad_qkv, grad_out, qkv, out, lse,
-           seq, channels, static_cast<int>(heads), shape.head_size, shape.scale);
-    launch(cuda, shape.grid, kThreads, attention_backward_query_kernel<padded()>, grad_qkv, grad_out, qkv, out, lse,
-           seq, channels, static_cast<int>(heads), shape.head_size, shape.scale);
+  with_element_type(one_element_type("attention_backward", {grad_qkv, grad_out, qkv, out}), [&](auto type) {
+    using T = typename decltype(type)::type;
+    with_padded_head(shape, [&](auto padded) {
+      const cudaStream_t cuda = cuda_stream(stream);
+      launch(cuda, shape.grid, kThreads, attention_backward_key_kernel<padded(), T>, typed<T>(grad_qkv),
+             typed<T>(grad_out), typed<T>(qkv), typed<T>(out), lse, seq, channels, static_cast<int>(heads),
+             shape.head_size, shape.scale);
+      launch(cuda, shape.grid, kThreads, attention_backward_query_kernel<padded(), T>, typed<T>(grad_qkv),
+             typed<T>(grad_out), typed<T>(qkv), typed<T>(out), lse, seq, channels, static_cast<int>(heads),
+             shape.head_size, shape.scale);
+    });
   });
 }
 

@@ -2,23 +2,25 @@
 // reference's cblas_sgemm call) is column-major C^T = alpha * op(B)^T op(A)^T + beta * C^T, and a
 // row-major matrix in memory is its own transpose read column-major, with the same leading
 // dimension: so cuBLASLt's A is our b, its B our a, with the transpose flags, the memory, the
-// leading dimensions and the batch strides as they are. gemm sums in fp32 (CUBLAS_COMPUTE_32F,
-// never TF32); gemm_bf16 first rounds a and b to bf16 (__float2bfloat16_rn, as the CPU reference
-// rounds) into packed copies, a thread per column (four, read as a float4, where every row starts
-// 16-byte aligned) going down the rows of the batch's matrices, and sums the products in fp32
-// into fp32 c.
+// leading dimensions and the batch strides as they are, and its D is our c (D = C). Operands are
+// f32 or bf16 as typed, C f32 or bf16; products are summed in fp32 (CUBLAS_COMPUTE_32F, never
+// TF32). The epilogues are cuBLASLt's, seen through the same transpose: the bias runs along
+// cuBLASLt's rows, our columns (EPILOGUE_BIAS, GELU_AUX_BIAS, with the GELU input as a column-major
+// aux of leading dimension ld_aux); the gradient of our A's bias is that of cuBLASLt's B (BGRADB),
+// and our B's that of its A (BGRADA). cuBLASLt writes a bias gradient in C's type where ours
+// accumulates into float: it goes into the stream's scratch, and elementwise.add adds it.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 
 #include <cstdint>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/device_scratch.h"
-#include "cuda/kernel_common.cuh"
 
 namespace trainctl::cuda_kernels {
 
@@ -37,32 +39,50 @@ struct StoredMatrix {
 StoredMatrix stored_matrix(bool transpose, int64_t op_rows, int64_t op_cols, int64_t ld, int64_t stride) {
   return {transpose ? op_cols : op_rows, transpose ? op_rows : op_cols, ld, stride};
 }
-StoredMatrix stored_a(const Gemm& gemm) {
-  return stored_matrix(gemm.transpose_a, gemm.m, gemm.k, gemm.lda, gemm.stride_a);
+
+cudaDataType_t data_type(ElementType type) { return type == ElementType::kBf16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+bool has_bias(Epilogue epilogue) { return epilogue == Epilogue::kBias || epilogue == Epilogue::kGeluBias; }
+bool has_aux(Epilogue epilogue) { return epilogue == Epilogue::kGeluBias || epilogue == Epilogue::kGeluGrad; }
+bool has_bias_gradient(Epilogue epilogue) {
+  return epilogue == Epilogue::kBiasGradA || epilogue == Epilogue::kBiasGradB;
 }
-StoredMatrix stored_b(const Gemm& gemm) {
-  return stored_matrix(gemm.transpose_b, gemm.k, gemm.n, gemm.ldb, gemm.stride_b);
+
+cublasLtEpilogue_t cublaslt_epilogue(Epilogue epilogue) {
+  switch (epilogue) {
+    case Epilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::kGeluBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::kGeluGrad: return CUBLASLT_EPILOGUE_DGELU;
+    case Epilogue::kBiasGradA: return CUBLASLT_EPILOGUE_BGRADB;
+    case Epilogue::kBiasGradB: return CUBLASLT_EPILOGUE_BGRADA;
+    case Epilogue::kNone: break;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
 // Everything the algorithm choice depends on, pointers' alignments included: the heuristic
 // assumes 256-byte aligned matrices unless told otherwise, and the runtime multiplies into
-// gradients at any float offset of one buffer. Strides count only when there is a batch.
+// gradients at any float offset of one buffer; it reads the alignment of the epilogue's vector
+// and aux matrix from their pointers in the descriptor. Strides count only when there is a batch.
 struct GemmKey {
-  cudaDataType_t input_type;
+  cudaDataType_t input_type, output_type;
   bool transpose_a, transpose_b;
   int64_t m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c;
-  uint32_t alignment_a, alignment_b, alignment_c;
+  Epilogue epilogue;
+  int64_t ld_aux;
+  uint32_t alignment_a, alignment_b, alignment_c, alignment_vector, alignment_aux;
 
   auto as_tuple() const {
-    return std::tie(input_type, transpose_a, transpose_b, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c,
-                    alignment_a, alignment_b, alignment_c);
+    return std::tie(input_type, output_type, transpose_a, transpose_b, m, n, k, lda, ldb, ldc, batch, stride_a,
+                    stride_b, stride_c, epilogue, ld_aux, alignment_a, alignment_b, alignment_c, alignment_vector,
+                    alignment_aux);
   }
   bool operator<(const GemmKey& other) const { return as_tuple() < other.as_tuple(); }
 
   std::string description() const {
     return "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
            " lda=" + std::to_string(lda) + " ldb=" + std::to_string(ldb) + " ldc=" + std::to_string(ldc) +
-           " batch=" + std::to_string(batch);
+           " batch=" + std::to_string(batch) + " epilogue=" + std::to_string(static_cast<int>(epilogue));
   }
 };
 
@@ -83,8 +103,6 @@ uint32_t alignment_of(const void* base, int64_t stride, size_t element_bytes, in
   while (address % alignment != 0) alignment /= 2;
   return alignment;
 }
-
-size_t element_bytes(cudaDataType_t type) { return type == CUDA_R_16BF ? sizeof(__nv_bfloat16) : sizeof(float); }
 
 // The cuBLASLt handle and the plans made with it, from the first GEMM until unbind; never
 // destroyed at exit, where cuBLASLt may already be gone.
@@ -115,6 +133,11 @@ void set_layout(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t a
   CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, attribute, &value, sizeof(value)));
 }
 
+template <typename Value>
+void set_operation(cublasLtMatmulDesc_t operation, cublasLtMatmulDescAttributes_t attribute, const Value& value) {
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation, attribute, &value, sizeof(value)));
+}
+
 // The column-major layout of `batch` stored row-major matrices: each one's transpose, with the
 // same leading dimension.
 cublasLtMatrixLayout_t make_layout(cudaDataType_t type, const StoredMatrix& stored, int64_t batch) {
@@ -126,21 +149,37 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, const StoredMatrix& stor
   return layout;
 }
 
-GemmPlan make_plan(const GemmKey& key) {
+// The epilogue's pointers of one call: the bias or the bias gradient's scratch (cuBLASLt's
+// BIAS_POINTER for both), and the GELU input.
+struct EpiloguePointers {
+  const void* vector;
+  const void* aux;
+};
+
+// Points the descriptor's epilogue at this call's vector and aux matrix: the plan is made with
+// pointers of the same alignments (the key), and used again with others.
+void point_epilogue(cublasLtMatmulDesc_t operation, const GemmKey& key, const EpiloguePointers& pointers) {
+  if (key.epilogue != Epilogue::kNone && key.epilogue != Epilogue::kGeluGrad)
+    set_operation(operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, pointers.vector);
+  if (has_aux(key.epilogue)) set_operation(operation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, pointers.aux);
+}
+
+GemmPlan make_plan(const GemmKey& key, const EpiloguePointers& pointers) {
   GemmPlan plan{};
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.operation, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t first_op = key.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t second_op = key.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_TRANSA, &first_op,
-                                              sizeof(first_op)));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_TRANSB, &second_op,
-                                              sizeof(second_op)));
+  set_operation(plan.operation, CUBLASLT_MATMUL_DESC_TRANSA, first_op);
+  set_operation(plan.operation, CUBLASLT_MATMUL_DESC_TRANSB, second_op);
+  set_operation(plan.operation, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(cublaslt_epilogue(key.epilogue)));
+  if (has_aux(key.epilogue)) set_operation(plan.operation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, key.ld_aux);
+  point_epilogue(plan.operation, key, pointers);
 
   plan.layout_first = make_layout(
       key.input_type, stored_matrix(key.transpose_b, key.k, key.n, key.ldb, key.stride_b), key.batch);
   plan.layout_second = make_layout(
       key.input_type, stored_matrix(key.transpose_a, key.m, key.k, key.lda, key.stride_a), key.batch);
-  plan.layout_c = make_layout(CUDA_R_32F, {key.m, key.n, key.ldc, key.stride_c}, key.batch);
+  plan.layout_c = make_layout(key.output_type, {key.m, key.n, key.ldc, key.stride_c}, key.batch);
 
   cublasLtMatmulPreference_t preference = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
@@ -161,96 +200,22 @@ GemmPlan make_plan(const GemmKey& key) {
   return plan;
 }
 
-// `gemm`'s shape, scalars and c, with a and b of `input_type` (float or bf16) at `a` and `b`,
-// laid out as `a_layout` and `b_layout` say.
-void run_gemm(cudaStream_t stream, const Gemm& gemm, cudaDataType_t input_type, const void* a,
-              const StoredMatrix& a_layout, const void* b, const StoredMatrix& b_layout) {
-  if (gemm.m == 0 || gemm.n == 0 || gemm.batch == 0) return;
-  std::map<GemmKey, GemmPlan>& plans = blas_state().plans;
-  const bool batched = gemm.batch > 1;
-  const GemmKey key{
-      .input_type = input_type,
-      .transpose_a = gemm.transpose_a,
-      .transpose_b = gemm.transpose_b,
-      .m = gemm.m,
-      .n = gemm.n,
-      .k = gemm.k,
-      .lda = a_layout.ld,
-      .ldb = b_layout.ld,
-      .ldc = gemm.ldc,
-      .batch = gemm.batch,
-      .stride_a = batched ? a_layout.stride : 0,
-      .stride_b = batched ? b_layout.stride : 0,
-      .stride_c = batched ? gemm.stride_c : 0,
-      .alignment_a = alignment_of(a, a_layout.stride, element_bytes(input_type), gemm.batch),
-      .alignment_b = alignment_of(b, b_layout.stride, element_bytes(input_type), gemm.batch),
-      .alignment_c = alignment_of(gemm.c, gemm.stride_c, sizeof(float), gemm.batch),
-  };
-  auto found = plans.find(key);
-  if (found == plans.end()) found = plans.emplace(key, make_plan(key)).first;
-  const GemmPlan& plan = found->second;
-  void* workspace = scratch_of(stream).gemm_workspace.get(kWorkspaceBytes, stream);
-  CUBLAS_CHECK(cublasLtMatmul(cublaslt_handle(), plan.operation, &gemm.alpha, b, plan.layout_first, a,
-                              plan.layout_second, &gemm.beta, gemm.c, plan.layout_c, gemm.c, plan.layout_c,
-                              &plan.algorithm, workspace, kWorkspaceBytes, stream));
-}
-
-// kWidth bf16 values, stored at once.
-template <int kWidth>
-struct alignas(kWidth * sizeof(__nv_bfloat16)) Bf16s {
-  __nv_bfloat16 v[kWidth];
-};
-
-// The bf16 of `matrices` matrices as `stored` lays them out, packed into `rounded`: matrix after
-// matrix, row after row. A row tile's thread per kWidth columns (kernel_common.cuh) over the rows
-// of the matrices one after the other; its first row and the step to its next are split into
-// whole matrices and rows once, so that going down needs no division.
-template <int kWidth>
-__global__ void round_to_bf16_kernel(const float* __restrict__ values, StoredMatrix stored, int64_t matrices,
-                                     __nv_bfloat16* __restrict__ rounded) {
-  const int64_t column = row_tile_pack() * kWidth;
-  if (column >= stored.cols) return;
-  const int64_t first = row_tile_first_row(), step = row_tile_row_step();
-  const int64_t step_matrices = step / stored.rows, step_rows = step % stored.rows;
-  int64_t matrix = first / stored.rows, row = first % stored.rows;
-  while (matrix < matrices) {
-    const Floats<kWidth> source = load_floats<kWidth>(values + matrix * stored.stride + row * stored.ld + column);
-    Bf16s<kWidth> result;
-    for (int j = 0; j < kWidth; ++j) result.v[j] = __float2bfloat16_rn(source.v[j]);
-    *reinterpret_cast<Bf16s<kWidth>*>(rounded + (matrix * stored.rows + row) * stored.cols + column) = result;
-    matrix += step_matrices;
-    row += step_rows;
-    if (row >= stored.rows) {
-      row -= stored.rows;
-      ++matrix;
-    }
-  }
-}
-
-// One operand rounded to bf16, packed.
-struct RoundedOperand {
-  const __nv_bfloat16* data;
-  StoredMatrix stored;
-};
-
-// Rounds the matrices of one operand into `scratch`. An operand that every GEMM of the batch
-// shares (stride 0) is rounded once and stays shared.
-RoundedOperand round_to_bf16(cudaStream_t stream, const float* values, const StoredMatrix& stored, int64_t batch,
-                             DeviceScratch& scratch) {
-  const int64_t matrices = stored.stride == 0 ? 1 : batch;
-  const int64_t n = matrices * stored.rows * stored.cols;
-  auto* rounded = scratch.get<__nv_bfloat16>(static_cast<size_t>(n) * sizeof(__nv_bfloat16), stream);
-  if (n > 0) {
-    // Every row of every matrix starts 16-byte aligned; the packed copy's rows then start 8-byte
-    // aligned (scratch is cudaMalloc's).
-    const bool aligned_rows = stored.cols % 4 == 0 && stored.ld % 4 == 0 &&
-                              (matrices == 1 || stored.stride % 4 == 0) && float4_aligned({values});
-    with_width(aligned_rows, [&](auto width) {
-      const RowTileLaunch shape = row_tile_launch(matrices * stored.rows, stored.cols / width());
-      launch(stream, shape.grid, shape.block, round_to_bf16_kernel<width()>, values, stored, matrices, rounded);
-    });
-  }
-  return {rounded, {stored.rows, stored.cols, stored.cols, stored.stride == 0 ? 0 : stored.rows * stored.cols}};
+// The seam's conditions on a Gemm (those the CPU's gemm checks too), and cuBLASLt's on the GELU
+// input's leading dimension, as clear errors rather than a library status.
+void check_gemm(const Gemm& gemm) {
+  if (gemm.a.type != gemm.b.type) throw std::logic_error("gemm: A and B of different element types");
+  if (gemm.c.type == ElementType::kBf16 && gemm.a.type != ElementType::kBf16)
+    throw std::logic_error("gemm: a bf16 C needs bf16 operands");
+  if (gemm.epilogue != Epilogue::kNone && gemm.batch != 1) throw std::logic_error("gemm: an epilogue needs batch 1");
+  if (has_bias_gradient(gemm.epilogue) && gemm.c.type != ElementType::kF32)
+    throw std::logic_error("gemm: a bias gradient needs a float C");
+  if (has_bias(gemm.epilogue) && gemm.bias.type != gemm.c.type)
+    throw std::logic_error("gemm: the bias has C's element type");
+  if (has_aux(gemm.epilogue) && gemm.aux.type != gemm.c.type)
+    throw std::logic_error("gemm: the GELU input has C's element type");
+  if (has_aux(gemm.epilogue) && (gemm.ld_aux % 8 != 0 || gemm.ld_aux < gemm.n))
+    throw std::logic_error("gemm: the GELU input's row stride ld_aux (" + std::to_string(gemm.ld_aux) +
+                           ") must be a multiple of 8 and at least n (" + std::to_string(gemm.n) + ")");
 }
 
 }  // namespace
@@ -268,16 +233,54 @@ void release_gemm_plans() {
 }
 
 void gemm(Stream stream, const Gemm& gemm) {
-  run_gemm(cuda_stream(stream), gemm, CUDA_R_32F, gemm.a, stored_a(gemm), gemm.b, stored_b(gemm));
-}
-
-void gemm_bf16(Stream stream, const Gemm& gemm) {
+  check_gemm(gemm);
+  if (gemm.m == 0 || gemm.n == 0 || gemm.batch == 0) return;
   const cudaStream_t cuda = cuda_stream(stream);
-  // Reused between calls, like the CPU reference's rounded copies.
   StreamScratch& scratch = scratch_of(cuda);
-  const RoundedOperand a = round_to_bf16(cuda, gemm.a, stored_a(gemm), gemm.batch, scratch.bf16_a);
-  const RoundedOperand b = round_to_bf16(cuda, gemm.b, stored_b(gemm), gemm.batch, scratch.bf16_b);
-  run_gemm(cuda, gemm, CUDA_R_16BF, a.data, a.stored, b.data, b.stored);
+  const int64_t bias_gradient_count = gemm.epilogue == Epilogue::kBiasGradA ? gemm.m : gemm.n;
+  const size_t bias_gradient_bytes = static_cast<size_t>(bias_gradient_count) * sizeof(float);
+  float* bias_gradient =
+      has_bias_gradient(gemm.epilogue) ? scratch.bias_gradient.get<float>(bias_gradient_bytes, cuda) : nullptr;
+  const EpiloguePointers pointers{has_bias(gemm.epilogue) ? gemm.bias.data : bias_gradient, gemm.aux.data};
+  const StoredMatrix a = stored_matrix(gemm.transpose_a, gemm.m, gemm.k, gemm.lda, gemm.stride_a);
+  const StoredMatrix b = stored_matrix(gemm.transpose_b, gemm.k, gemm.n, gemm.ldb, gemm.stride_b);
+  const bool batched = gemm.batch > 1;
+  const size_t input_bytes = element_bytes(gemm.a.type), output_bytes = element_bytes(gemm.c.type);
+  const GemmKey key{
+      .input_type = data_type(gemm.a.type),
+      .output_type = data_type(gemm.c.type),
+      .transpose_a = gemm.transpose_a,
+      .transpose_b = gemm.transpose_b,
+      .m = gemm.m,
+      .n = gemm.n,
+      .k = gemm.k,
+      .lda = a.ld,
+      .ldb = b.ld,
+      .ldc = gemm.ldc,
+      .batch = gemm.batch,
+      .stride_a = batched ? a.stride : 0,
+      .stride_b = batched ? b.stride : 0,
+      .stride_c = batched ? gemm.stride_c : 0,
+      .epilogue = gemm.epilogue,
+      .ld_aux = has_aux(gemm.epilogue) ? gemm.ld_aux : 0,
+      .alignment_a = alignment_of(gemm.a.data, a.stride, input_bytes, gemm.batch),
+      .alignment_b = alignment_of(gemm.b.data, b.stride, input_bytes, gemm.batch),
+      .alignment_c = alignment_of(gemm.c.data, gemm.stride_c, output_bytes, gemm.batch),
+      .alignment_vector = alignment_of(pointers.vector, 0, output_bytes, 1),
+      .alignment_aux = alignment_of(pointers.aux, 0, output_bytes, 1),
+  };
+  std::map<GemmKey, GemmPlan>& plans = blas_state().plans;
+  auto found = plans.find(key);
+  if (found == plans.end())
+    found = plans.emplace(key, make_plan(key, pointers)).first;
+  else
+    point_epilogue(found->second.operation, key, pointers);
+  const GemmPlan& plan = found->second;
+  void* workspace = scratch.gemm_workspace.get(kWorkspaceBytes, cuda);
+  CUBLAS_CHECK(cublasLtMatmul(cublaslt_handle(), plan.operation, &gemm.alpha, gemm.b.data, plan.layout_first,
+                              gemm.a.data, plan.layout_second, &gemm.beta, gemm.c.data, plan.layout_c, gemm.c.data,
+                              plan.layout_c, &plan.algorithm, workspace, kWorkspaceBytes, cuda));
+  if (bias_gradient != nullptr) add(stream, gemm.bias_grad, gemm.bias_grad, bias_gradient, bias_gradient_count);
 }
 
 }  // namespace trainctl::cuda_kernels

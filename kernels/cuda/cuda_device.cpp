@@ -1,14 +1,15 @@
-// The CUDA device table: the ops of kernels/cuda/ by family (cuda_ops.h), and the entry point of
-// the backend library it is built into (libtrainctl-cuda.so with nvcc, libtrainctl-cuda-on-cpu.so
-// with the host compiler; kernels/device.h), which also takes the loading program's check
-// reporter for the library's CUDA_CHECKs. Each compute op runs on the CUDA stream its Stream
-// holds.
+// The CUDA device table, made from the op list (device_table.h): the ops of kernels/cuda/ by family
+// (cuda_ops.h), and the entry point of the backend library it is built into (libtrainctl-cuda.so
+// with nvcc, libtrainctl-cuda-on-cpu.so with the host compiler; kernels/device.h), which also
+// takes the loading program's check reporter for the library's CUDA_CHECKs. Each compute op runs
+// on the CUDA stream its Stream holds.
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "check.h"
 #include "cuda/cuda_ops.h"
-#include "device.h"
+#include "device_table.h"
 
 namespace trainctl {
 
@@ -16,69 +17,31 @@ namespace {
 
 BackendHost host{};
 
-constexpr Device kCudaDevice{
-    .name = "cuda",
-    .memory =
-        {
-            .bind_local = cuda_kernels::bind_local,
-            .alloc = cuda_kernels::alloc,
-            .release = cuda_kernels::release,
-            .upload = cuda_kernels::upload,
-            .download = cuda_kernels::download,
-            .copy = cuda_kernels::copy,
-            .fill_zero = cuda_kernels::fill_zero,
-            .pin_host = cuda_kernels::pin_host,
-            .unpin_host = cuda_kernels::unpin_host,
-            .peak_flops = cuda_kernels::peak_flops,
-            .peak_allocated_bytes = cuda_kernels::peak_allocated_bytes,
-            .unbind = cuda_kernels::unbind,
-        },
-    .streams = {.create = cuda_kernels::create_stream, .destroy = cuda_kernels::destroy_stream},
-    .blas = {.gemm = cuda_kernels::gemm, .gemm_bf16 = cuda_kernels::gemm_bf16},
-    .elementwise =
-        {
-            .bias_act_forward = cuda_kernels::bias_act_forward,
-            .bias_act_backward = cuda_kernels::bias_act_backward,
-            .add = cuda_kernels::add,
-        },
-    .loss = {.softmax_cross_entropy = cuda_kernels::softmax_cross_entropy},
-    .optimizer =
-        {
-            .sgd_step = cuda_kernels::sgd_step,
-            .adamw_step = cuda_kernels::adamw_step,
-            .sum_squares = cuda_kernels::sum_squares,
-            .scale = cuda_kernels::scale,
-        },
-    .norm =
-        NormOps{
-            .layernorm_forward = cuda_kernels::layernorm_forward,
-            .layernorm_backward = cuda_kernels::layernorm_backward,
-        },
-    .embedding =
-        EmbeddingOps{
-            .embedding_forward = cuda_kernels::embedding_forward,
-            .embedding_backward = cuda_kernels::embedding_backward,
-        },
-    .attention =
-        AttentionOps{
-            .attention_forward = cuda_kernels::attention_forward,
-            .attention_backward = cuda_kernels::attention_backward,
-        },
-// Built with NCCL (collectives.cpp), or for one rank.
+// Every family; the collectives where the library is built with NCCL (collectives.cpp), else it
+// trains on one rank.
+constexpr bool cuda_has(std::string_view family) {
 #ifdef TRAINCTL_CUDA_COLLECTIVES
-    .collectives =
-        CollectiveOps{
-            .open = cuda_kernels::open_group,
-            .close = cuda_kernels::close_group,
-            .all_reduce_sum = cuda_kernels::all_reduce_sum,
-            .reduce_scatter_sum = cuda_kernels::reduce_scatter_sum,
-            .all_gather = cuda_kernels::all_gather,
-            .wait_reductions = cuda_kernels::wait_reductions,
-        },
+  static_cast<void>(family);
+  return true;
 #else
-    .collectives = std::nullopt,
+  return family != "collectives";
 #endif
-};
+}
+
+// A template, so that without NCCL the collectives' ops stand only in discarded branches
+// (device_table.h).
+template <bool = true>
+constexpr Device cuda_table() {
+  Device device{.name = "cuda"};
+#define TRAINCTL_DEVICE_NAMESPACE cuda_kernels
+#define TRAINCTL_DEVICE_HAS(family) cuda_has(family)
+#include "device_table.inc"
+#undef TRAINCTL_DEVICE_NAMESPACE
+#undef TRAINCTL_DEVICE_HAS
+  return device;
+}
+
+const Device kCudaDevice = cuda_table();
 
 }  // namespace
 

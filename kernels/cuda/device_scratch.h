@@ -1,9 +1,9 @@
-// DeviceScratch: device memory that an op reuses from call to call (bf16 copies of GEMM operands,
-// cuBLASLt's workspace, partial sums of reductions), grown to the largest size asked for; and
-// StreamScratch, one set of them per stream, so that ops ordered on different streams never
-// share scratch and may run at the same time. Scratch lives until the stream is destroyed
-// through the table (destroy_stream) or the table is unbound (unbind), never into the exit,
-// where cudaFree may find the CUDA runtime already gone.
+// DeviceScratch: device memory that an op reuses from call to call (cuBLASLt's workspace and bias
+// gradients, partial sums of reductions), grown to the largest size asked for; and StreamScratch,
+// one set of them per stream, so that ops ordered on different streams never share scratch and may
+// run at the same time. Scratch lives until the stream is destroyed through the table
+// (destroy_stream) or the table is unbound (unbind), never into the exit, where cudaFree may find
+// the CUDA runtime already gone.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -57,14 +57,12 @@ struct StreamScratch {
   DeviceScratch reduction_partials;
   // The reductions' block counters, zero between launches.
   DeviceScratch block_counters{/*zero_when_grown=*/true};
-  // The final values that host-valued ops copy back.
-  DeviceScratch reduction_results;
   // What one kernel of an op leaves for the next: layernorm_backward's row means, the chains of
   // equal tokens of embedding_backward.
   DeviceScratch intermediates;
   DeviceScratch gemm_workspace;
-  // gemm_bf16's operands rounded to bf16.
-  DeviceScratch bf16_a, bf16_b;
+  // The bias gradient a GEMM's epilogue writes, before it is added to the gradient.
+  DeviceScratch bias_gradient;
 };
 
 // Every stream's scratch by handle; the map itself is never destroyed, so that no cudaFree runs

@@ -147,7 +147,7 @@ void embedding_forward(Stream stream, float* out, const int32_t* tokens, const f
                        int64_t batch, int64_t seq, int64_t channels) {
   const int64_t positions = batch * seq;
   if (positions == 0 || channels == 0) return;
-  with_vector_width(channels, {out, wte, wpe}, [&](auto width) {
+  with_vector_width<float>(channels, {out, wte, wpe}, [&](auto width) {
     launch(cuda_stream(stream), blocks_for_rows(positions), kBlockThreads, embedding_forward_kernel<width()>, out,
            tokens, wte, wpe, positions, seq, channels);
   });
@@ -162,12 +162,12 @@ void embedding_backward(Stream stream, float* grad_wte, float* grad_wpe, const f
   auto* links = scratch_of(cuda).intermediates.get<TokenLink>(static_cast<size_t>(positions) * sizeof(TokenLink), cuda);
   launch(cuda, static_cast<unsigned int>(ceil_div(positions, kLinkThreads)), kLinkThreads, link_equal_tokens_kernel,
          links, tokens, positions);
-  with_vector_width(channels, {grad_wte, grad_out}, [&](auto width) {
+  with_vector_width<float>(channels, {grad_wte, grad_out}, [&](auto width) {
     const RowLaunch shape = row_launch(positions, channels, width());
     launch(cuda, shape.grid, shape.block, accumulate_token_rows_kernel<width()>, grad_wte, grad_out, tokens, links,
            channels);
   });
-  with_vector_width(channels, {grad_wpe, grad_out}, [&](auto width) {
+  with_vector_width<float>(channels, {grad_wpe, grad_out}, [&](auto width) {
     const RowLaunch shape = row_launch(seq, channels, width());
     launch(cuda, shape.grid, shape.block, accumulate_position_rows_kernel<width()>, grad_wpe, grad_out, batch, seq,
            channels);

@@ -1,18 +1,23 @@
 // What the CUDA kernels share: launch shapes, grid-stride indexing (over elements, packs of
-// four, warps per row, or a thread per column and the rows over blocks, so that no index is
-// divided per element), float4 or scalar access to rows and vectors (float4 where a run-time
-// check of the pointers says every access is 16-byte aligned), and the deterministic reductions
+// elements, warps per row, or a thread per column and the rows over blocks, so that no index is
+// divided per element), the element types of activations (float and bf16, widened to float to
+// compute and rounded once to store) moved a pack at a time as one vector access where a run-time
+// check of the pointers says every access is aligned, and the deterministic reductions
 // (fixed-order warp and block sums; the last block of a grid combining every block's partial
 // result; column sums of a matrix into gradients), which make each op give bitwise the same
-// result on every run, and the way of their results back to the host.
+// result on every run.
 #pragma once
 
 #include <cuda_runtime.h>
+#include <cuda_bf16.h>
 
 #include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "cuda/cuda_check.h"
@@ -70,67 +75,122 @@ void launch_over(cudaStream_t stream, int64_t n, void (*kernel)(Params...), Args
   launch(stream, blocks_for(n), kBlockThreads, kernel, args...);
 }
 
-// kWidth consecutive floats of a row, moved as one float4 when kWidth is 4 (the address is then
-// 16-byte aligned), else as one float.
+// body(std::type_identity<T>{}) for the device type T of `type`'s elements: float, or
+// __nv_bfloat16 (a Bf16's bits).
+template <typename Body>
+void with_element_type(ElementType type, Body body) {
+  if (type == ElementType::kBf16)
+    body(std::type_identity<__nv_bfloat16>{});
+  else
+    body(std::type_identity<float>{});
+}
+
+// The element type of an op's typed tensors, which must all have one (train.precision stores every
+// activation in it); absent (null) ones have none. Throws std::invalid_argument naming the op
+// otherwise.
+inline ElementType one_element_type(const char* op, std::initializer_list<ConstTypedPtr> tensors) {
+  std::optional<ElementType> type;
+  for (const ConstTypedPtr& tensor : tensors) {
+    if (!tensor) continue;
+    if (type && *type != tensor.type)
+      throw std::invalid_argument(std::string(op) + " on CUDA: typed tensors of different element types");
+    type = tensor.type;
+  }
+  return type.value_or(ElementType::kF32);
+}
+
+// A typed tensor's pointer as its device type.
+template <typename T>
+T* typed(TypedPtr x) {
+  return static_cast<T*>(x.data);
+}
+template <typename T>
+const T* typed(ConstTypedPtr x) {
+  return static_cast<const T*>(x.data);
+}
+
+// An element as a float (exact), and a float as an element (bf16: rounded to nearest, ties to
+// even, as the CPU's to_bf16).
+__device__ inline float widen(float x) { return x; }
+__device__ inline float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ inline T narrow(float x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16_rn(x);
+  else
+    return x;
+}
+
+// kWidth consecutive elements as floats, to compute with.
 template <int kWidth>
 struct Floats {
-  static_assert(kWidth == 1 || kWidth == 4);
   float v[kWidth];
 };
 
-template <int kWidth>
-__device__ inline Floats<kWidth> load_floats(const float* address) {
-  if constexpr (kWidth == 4) {
-    const float4 quad = *reinterpret_cast<const float4*>(address);
-    return {{quad.x, quad.y, quad.z, quad.w}};
-  } else {
-    return {{*address}};
-  }
+// kWidth consecutive elements of type T as stored, moved by one access of kWidth * sizeof(T)
+// bytes (the address is then that aligned): a float4 for four floats, eight bf16s in the same 16
+// bytes.
+template <typename T, int kWidth>
+struct alignas(kWidth * sizeof(T)) Elements {
+  T v[kWidth];
+};
+
+template <int kWidth, typename T>
+__device__ inline Floats<kWidth> load_floats(const T* address) {
+  const Elements<T, kWidth> stored = *reinterpret_cast<const Elements<T, kWidth>*>(address);
+  Floats<kWidth> values;
+  for (int j = 0; j < kWidth; ++j) values.v[j] = widen(stored.v[j]);
+  return values;
 }
 
-template <int kWidth>
-__device__ inline void store_floats(float* address, const Floats<kWidth>& values) {
-  if constexpr (kWidth == 4)
-    *reinterpret_cast<float4*>(address) = make_float4(values.v[0], values.v[1], values.v[2], values.v[3]);
-  else
-    *address = values.v[0];
+template <int kWidth, typename T>
+__device__ inline void store_floats(T* address, const Floats<kWidth>& values) {
+  Elements<T, kWidth> stored;
+  for (int j = 0; j < kWidth; ++j) stored.v[j] = narrow<T>(values.v[j]);
+  *reinterpret_cast<Elements<T, kWidth>*>(address) = stored;
 }
 
-// Whether each of `pointers` is 16-byte aligned (null is), so that floats there move as float4s.
-inline bool float4_aligned(std::initializer_list<const void*> pointers) {
+// The elements of T that one 16-byte access moves: 4 floats, 8 bf16s.
+template <typename T>
+constexpr int kVectorWidth = 16 / static_cast<int>(sizeof(T));
+
+// Whether each of `pointers` (null is) is `bytes`-byte aligned, so that accesses of that many
+// bytes there are whole vectors.
+inline bool aligned_to(size_t bytes, std::initializer_list<const void*> pointers) {
   bool aligned = true;
-  for (const void* pointer : pointers) aligned = aligned && reinterpret_cast<uintptr_t>(pointer) % alignof(float4) == 0;
+  for (const void* pointer : pointers) aligned = aligned && reinterpret_cast<uintptr_t>(pointer) % bytes == 0;
   return aligned;
 }
 
-// body(std::integral_constant<int, kWidth>): kWidth 4 when `vector`, else 1, the scalar path.
-template <typename Body>
+// body(std::integral_constant<int, kWidth>{}) when `vector`, else
+// body(std::integral_constant<int, 1>{}), the scalar path.
+template <int kWidth, typename Body>
 void with_width(bool vector, Body body) {
   if (vector)
-    body(std::integral_constant<int, 4>{});
+    body(std::integral_constant<int, kWidth>{});
   else
     body(std::integral_constant<int, 1>{});
 }
 
-// with_width for rows: 4 when every row of `cols` floats at each of `rows` starts 16-byte
-// aligned (then a row is whole float4s).
-template <typename Body>
+// with_width for rows of `cols` elements of T at each of `rows`: kVectorWidth<T> when every row
+// starts 16-byte aligned (then a row is whole vectors).
+template <typename T, typename Body>
 void with_vector_width(int64_t cols, std::initializer_list<const void*> rows, Body body) {
-  with_width(cols % 4 == 0 && float4_aligned(rows), body);
+  with_width<kVectorWidth<T>>(cols % kVectorWidth<T> == 0 && aligned_to(16, rows), body);
 }
 
-// with_width for vectors of any length, which for_each_pack goes over: 4 when each of `vectors`
-// starts 16-byte aligned.
-template <typename Body>
+// with_width for vectors of any length of T, which for_each_pack goes over: kVectorWidth<T> when
+// each of `vectors` starts 16-byte aligned.
+template <typename T, typename Body>
 void with_pack_width(std::initializer_list<const void*> vectors, Body body) {
-  with_width(float4_aligned(vectors), body);
+  with_width<kVectorWidth<T>>(aligned_to(16, vectors), body);
 }
 
-// The grid-stride loop of an elementwise kernel over n floats, kWidth at a time:
-// body(i, std::integral_constant<int, kWidth>{}) for each whole pack, i its first float; then,
-// for kWidth 4, body(i, std::integral_constant<int, 1>{}) for each of the last n % 4 floats, a
-// thread each (a grid has more than three threads). Launched over ceil_div(n, kWidth) threads
-// (launch_over); a thread divides nothing but n, once.
+// The grid-stride loop of an elementwise kernel over n elements, kWidth at a time:
+// body(i, std::integral_constant<int, kWidth>{}) for each whole pack, i its first element; then,
+// for kWidth > 1, body(i, std::integral_constant<int, 1>{}) for each of the last n % kWidth
+// elements, a thread each (a grid has more than seven threads). Launched over
+// ceil_div(n, kWidth) threads (launch_over); a thread divides nothing but n, once.
 template <int kWidth, typename Body>
 __device__ void for_each_pack(int64_t n, Body body) {
   const int64_t whole = n - n % kWidth;
@@ -312,15 +372,6 @@ __device__ void sum_columns(const ColumnSums& shape, float* const (&gradients)[k
   sum_lanes(totals);
   if (writes_column)
     for (int s = 0; s < kSums; ++s) gradients[s][column] += totals[s];
-}
-
-// A reduction's result on the host, once the work before it on `stream` is done; waits for
-// that stream only.
-template <typename T>
-T host_value(cudaStream_t stream, const T* device_value) {
-  T value{};
-  copy_and_wait(stream, &value, device_value, sizeof(T));
-  return value;
 }
 
 }  // namespace trainctl::cuda_kernels

@@ -1,6 +1,8 @@
-// The CUDA memory family: binding a rank to its GPU (and releasing what the table keeps for
-// itself), device memory and its peak use, copies ordered on a stream, page-locked host memory,
-// streams of the caller's own, and the GPU's peak FLOP/s from a table of known products.
+// The CUDA memory, info and streams families: binding a rank to its GPU (and releasing what the
+// table keeps for itself), device memory and its peak use, copies ordered on a stream, the
+// conversion between f32 and bf16 (its kernel among the elementwise ones), page-locked host
+// memory, streams of the caller's own, the GPU's peak FLOP/s from a table of known products, and
+// what the device has done where the CPU implementation of CUDA counts it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,6 +18,11 @@
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/device_scratch.h"
+
+// Built against cuda_on_cpu/ (kernels/meson.build defines it), which counts what the device does.
+#ifdef TRAINCTL_CUDA_ON_CPU
+#include <cuda_on_cpu/activity.h>
+#endif
 
 namespace trainctl::cuda_kernels {
 
@@ -172,9 +179,16 @@ void copy(Stream stream, void* device_dst, const void* device_src, size_t bytes)
   CUDA_CHECK(cudaMemcpyAsync(device_dst, device_src, bytes, cudaMemcpyDeviceToDevice, cuda_stream(stream)));
 }
 
-// All-zero bytes are 0.0f.
-void fill_zero(Stream stream, float* x, int64_t n) {
-  CUDA_CHECK(cudaMemsetAsync(x, 0, static_cast<size_t>(n) * sizeof(float), cuda_stream(stream)));
+// All-zero bytes are 0 in every element type.
+void fill_zero(Stream stream, void* device_dst, size_t bytes) {
+  CUDA_CHECK(cudaMemsetAsync(device_dst, 0, bytes, cuda_stream(stream)));
+}
+
+void convert(Stream stream, TypedPtr dst, ConstTypedPtr src, int64_t n) {
+  if (dst.type == src.type)
+    copy(stream, dst.data, src.data, static_cast<size_t>(n) * element_bytes(dst.type));
+  else
+    convert_elements(cuda_stream(stream), dst, src, n);
 }
 
 void pin_host(void* host, size_t bytes) { CUDA_CHECK(cudaHostRegister(host, bytes, cudaHostRegisterDefault)); }
@@ -198,6 +212,19 @@ double peak_flops(bool bf16) {
         name.find(row.name_part) != std::string_view::npos)
       return bf16 ? row.bf16 : row.fp32;
   return 0.0;
+}
+
+std::optional<DeviceActivity> activity() {
+#ifdef TRAINCTL_CUDA_ON_CPU
+  const cuda_on_cpu::Activity counted = cuda_on_cpu::activity();
+  return DeviceActivity{.kernel_launches = counted.kernel_launches,
+                        .blas_calls = counted.blas_calls,
+                        .host_syncs = counted.host_syncs,
+                        .upload_waits = counted.upload_waits,
+                        .peak_device_bytes = counted.peak_device_bytes};
+#else
+  return std::nullopt;
+#endif
 }
 
 }  // namespace trainctl::cuda_kernels

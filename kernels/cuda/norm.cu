@@ -1,15 +1,18 @@
-// The CUDA norm family: LayerNorm over the last dimension, forward and backward, with the CPU
-// reference's arithmetic (kernels/cpu/norm.cpp). A warp per row sums the row statistics in double
-// (the forward's mean and variance of the centred values, in two passes; the backward's two row
-// means), each lane its share of the columns in order and then a fixed xor butterfly, and rounds
-// them to float once, as the CPU does; the elementwise work is the CPU's float formulas operation
-// for operation (uncontracted: --fmad=false). So out, mean and rstd match the CPU bitwise except
-// where the double sums' other order moves a float rounding (rare), and grad_x likewise. The
-// backward's grad_weight and grad_bias are column sums over the call's rows (kernel_common.cuh's
-// column-sum grid), formed in a fixed order and added to the gradients once: a second kernel
-// goes over the matrix in column tiles, accumulating grad_x from the row means the first left in
-// scratch and summing the columns' terms. Rows are read as float4s where the pointers and the row
-// length allow, else one float at a time.
+// The CUDA norm family: LayerNorm over the last dimension, forward (with the residual add before it
+// fused in) and backward, with the CPU reference's arithmetic (kernels/cpu/norm.cpp); the output,
+// the residual's addend and the output gradient are f32 or bf16 (widened to float, and a bf16
+// result rounded once), the residual stream and the rest float. A warp per row sums the row
+// statistics in double (the forward's mean and variance of the centred values, in two passes; the
+// backward's two row means), each lane its share of the columns in order and then a fixed xor
+// butterfly, and rounds them to float once, as the CPU does; the elementwise work is the CPU's
+// float formulas operation for operation (uncontracted: --fmad=false). So out, mean and rstd match
+// the CPU bitwise except where the double sums' other order moves a float rounding (rare), and
+// grad_x likewise. The backward's grad_weight and grad_bias are column sums over the call's rows
+// (kernel_common.cuh's column-sum grid), formed in a fixed order and added to the gradients once: a
+// second kernel goes over the matrix in column tiles, accumulating grad_x from the row means the
+// first left in scratch and summing the columns' terms, and writing grad_x's copy in its own type
+// where one is asked for. Rows are read four elements at a time (a float4, four bf16s) where the
+// pointers and the row length allow, else one at a time.
 #include <cmath>
 #include <cstdint>
 
@@ -20,23 +23,44 @@ namespace trainctl::cuda_kernels {
 
 namespace {
 
-// A warp per row, kWidth columns per load. out = (x - mean) * rstd * weight + bias, saving mean
-// and rstd; x is read three times (mean, variance, output), from L1 after the first.
-template <int kWidth>
-__global__ void layernorm_forward_kernel(float* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
-                                         const float* __restrict__ x, const float* __restrict__ weight,
-                                         const float* __restrict__ bias, int64_t rows, int64_t cols, float eps) {
+// Elements per load of a row: a float4 of x, four elements of out or grad_out.
+constexpr int kNormWidth = 4;
+
+// A warp per row, kWidth columns per load. With `add`, sum = x + add is written first and stands
+// for x from then on (each lane reads back what it wrote); out = (x - mean) * rstd * weight +
+// bias, saving mean and rstd; x is read three times (mean, variance, output), from L1 after the
+// first.
+template <int kWidth, typename T>
+__global__ void layernorm_forward_kernel(T* __restrict__ out, float* __restrict__ mean, float* __restrict__ rstd,
+                                         const float* x, const T* __restrict__ add, float* sum,
+                                         const float* __restrict__ weight, const float* __restrict__ bias,
+                                         int64_t rows, int64_t cols, float eps) {
   const int lane = lane_index();
   const int64_t packs = cols / kWidth;
   const auto count = static_cast<double>(cols);
   for (int64_t r = grid_warp_index(); r < rows; r += grid_warp_count()) {
     const float* x_row = x + r * cols;
-    double sum = 0.0;
-    for (int64_t k = lane; k < packs; k += kWarpSize) {
-      const Floats<kWidth> values = load_floats<kWidth>(x_row + k * kWidth);
-      for (int j = 0; j < kWidth; ++j) sum += static_cast<double>(values.v[j]);
+    double row_sum = 0.0;
+    if (add != nullptr) {
+      const T* add_row = add + r * cols;
+      float* sum_row = sum + r * cols;
+      for (int64_t k = lane; k < packs; k += kWarpSize) {
+        Floats<kWidth> values = load_floats<kWidth>(x_row + k * kWidth);
+        const Floats<kWidth> addend = load_floats<kWidth>(add_row + k * kWidth);
+        for (int j = 0; j < kWidth; ++j) {
+          values.v[j] = values.v[j] + addend.v[j];
+          row_sum += static_cast<double>(values.v[j]);
+        }
+        store_floats<kWidth>(sum_row + k * kWidth, values);
+      }
+      x_row = sum_row;
+    } else {
+      for (int64_t k = lane; k < packs; k += kWarpSize) {
+        const Floats<kWidth> values = load_floats<kWidth>(x_row + k * kWidth);
+        for (int j = 0; j < kWidth; ++j) row_sum += static_cast<double>(values.v[j]);
+      }
     }
-    const double row_mean = warp_sum(sum) / count;
+    const double row_mean = warp_sum(row_sum) / count;
     // Two passes: the variance of the centred values, with no cancellation.
     double squares = 0.0;
     for (int64_t k = lane; k < packs; k += kWarpSize) {
@@ -54,7 +78,7 @@ __global__ void layernorm_forward_kernel(float* __restrict__ out, float* __restr
       mean[r] = row_mean_float;
       rstd[r] = row_rstd;
     }
-    float* out_row = out + r * cols;
+    T* out_row = out + r * cols;
     for (int64_t k = lane; k < packs; k += kWarpSize) {
       const Floats<kWidth> values = load_floats<kWidth>(x_row + k * kWidth);
       const Floats<kWidth> w = load_floats<kWidth>(weight + k * kWidth);
@@ -73,8 +97,8 @@ struct RowMeans {
 };
 
 // A warp per row: both means in one pass over grad_out, x and weight, summed in double.
-template <int kWidth>
-__global__ void layernorm_row_means_kernel(RowMeans* __restrict__ row_means, const float* grad_out,
+template <int kWidth, typename T>
+__global__ void layernorm_row_means_kernel(RowMeans* __restrict__ row_means, const T* grad_out,
                                            const float* __restrict__ x, const float* __restrict__ weight,
                                            const float* __restrict__ mean, const float* __restrict__ rstd, int64_t rows,
                                            int64_t cols) {
@@ -83,7 +107,7 @@ __global__ void layernorm_row_means_kernel(RowMeans* __restrict__ row_means, con
   const auto count = static_cast<double>(cols);
   for (int64_t r = grid_warp_index(); r < rows; r += grid_warp_count()) {
     const float* x_row = x + r * cols;
-    const float* grad_out_row = grad_out + r * cols;
+    const T* grad_out_row = grad_out + r * cols;
     const float row_mean = mean[r], row_rstd = rstd[r];
     double grad_norm_sum = 0.0, grad_norm_times_norm_sum = 0.0;
     for (int64_t k = lane; k < packs; k += kWarpSize) {
@@ -105,10 +129,12 @@ __global__ void layernorm_row_means_kernel(RowMeans* __restrict__ row_means, con
 }
 
 // The column-sum grid over [rows, cols]: grad_x += rstd * (grad_norm - mean(grad_norm) - norm *
-// mean(grad_norm * norm)) element by element, and grad_weight and grad_bias take the column sums
-// of grad_out * norm and of grad_out.
-__global__ void layernorm_backward_kernel(float* grad_x, float* __restrict__ grad_weight, float* __restrict__ grad_bias,
-                                          const float* grad_out, const float* __restrict__ x,
+// mean(grad_norm * norm)) element by element (and grad_x_copy, where given, takes the sum), and
+// grad_weight and grad_bias take the column sums of grad_out * norm and of grad_out.
+template <typename T>
+__global__ void layernorm_backward_kernel(float* grad_x, T* __restrict__ grad_x_copy, float* __restrict__ grad_weight,
+                                          float* __restrict__ grad_bias, const T* grad_out,
+                                          const float* __restrict__ x,
                                           const float* __restrict__ weight, const float* __restrict__ mean,
                                           const float* __restrict__ rstd, const RowMeans* __restrict__ row_means,
                                           ColumnSums shape) {
@@ -117,37 +143,50 @@ __global__ void layernorm_backward_kernel(float* grad_x, float* __restrict__ gra
     const float row_rstd = rstd[row];
     const RowMeans means = row_means[row];
     const float norm = (x[i] - mean[row]) * row_rstd;
-    const float grad_norm = grad_out[i] * weight[column];
-    weight_and_bias_sums[0] += grad_out[i] * norm;
-    weight_and_bias_sums[1] += grad_out[i];
-    grad_x[i] += (grad_norm - means.grad_norm - norm * means.grad_norm_times_norm) * row_rstd;
+    const float gradient = widen(grad_out[i]);
+    const float grad_norm = gradient * weight[column];
+    weight_and_bias_sums[0] += gradient * norm;
+    weight_and_bias_sums[1] += gradient;
+    const float accumulated = grad_x[i] + (grad_norm - means.grad_norm - norm * means.grad_norm_times_norm) * row_rstd;
+    grad_x[i] = accumulated;
+    if (grad_x_copy != nullptr) grad_x_copy[i] = narrow<T>(accumulated);
   });
 }
 
 }  // namespace
 
-void layernorm_forward(Stream stream, float* out, float* mean, float* rstd, const float* x, const float* weight,
-                       const float* bias, int64_t rows, int64_t cols, float eps) {
+void layernorm_forward(Stream stream, TypedPtr out, float* mean, float* rstd, const float* x, ConstTypedPtr add,
+                       float* sum, const float* weight, const float* bias, int64_t rows, int64_t cols, float eps) {
   if (rows == 0 || cols == 0) return;
-  with_vector_width(cols, {out, x, weight, bias}, [&](auto width) {
-    launch(cuda_stream(stream), blocks_for_rows(rows), kBlockThreads, layernorm_forward_kernel<width()>, out, mean,
-           rstd, x, weight, bias, rows, cols, eps);
+  with_element_type(one_element_type("layernorm_forward", {out, add}), [&](auto type) {
+    using T = typename decltype(type)::type;
+    const bool aligned = aligned_to(kNormWidth * sizeof(float), {x, sum, weight, bias}) &&
+                         aligned_to(kNormWidth * sizeof(T), {out.data, add.data});
+    with_width<kNormWidth>(cols % kNormWidth == 0 && aligned, [&](auto width) {
+      launch(cuda_stream(stream), blocks_for_rows(rows), kBlockThreads, layernorm_forward_kernel<width(), T>,
+             typed<T>(out), mean, rstd, x, typed<T>(add), sum, weight, bias, rows, cols, eps);
+    });
   });
 }
 
-void layernorm_backward(Stream stream, float* grad_x, float* grad_weight, float* grad_bias, const float* grad_out,
-                        const float* x, const float* weight, const float* mean, const float* rstd, int64_t rows,
-                        int64_t cols) {
+void layernorm_backward(Stream stream, float* grad_x, TypedPtr grad_x_copy, float* grad_weight, float* grad_bias,
+                        ConstTypedPtr grad_out, const float* x, const float* weight, const float* mean,
+                        const float* rstd, int64_t rows, int64_t cols) {
   if (rows == 0 || cols == 0) return;
   const cudaStream_t cuda = cuda_stream(stream);
   auto* row_means = scratch_of(cuda).intermediates.get<RowMeans>(static_cast<size_t>(rows) * sizeof(RowMeans), cuda);
-  with_vector_width(cols, {grad_out, x, weight}, [&](auto width) {
-    launch(cuda, blocks_for_rows(rows), kBlockThreads, layernorm_row_means_kernel<width()>, row_means, grad_out, x,
-           weight, mean, rstd, rows, cols);
+  with_element_type(one_element_type("layernorm_backward", {grad_out, grad_x_copy}), [&](auto type) {
+    using T = typename decltype(type)::type;
+    const bool aligned =
+        aligned_to(kNormWidth * sizeof(float), {x, weight}) && aligned_to(kNormWidth * sizeof(T), {grad_out.data});
+    with_width<kNormWidth>(cols % kNormWidth == 0 && aligned, [&](auto width) {
+      launch(cuda, blocks_for_rows(rows), kBlockThreads, layernorm_row_means_kernel<width(), T>, row_means,
+             typed<T>(grad_out), x, weight, mean, rstd, rows, cols);
+    });
+    const ColumnSumLaunch shape = column_sum_launch(cuda, rows, cols, 2);
+    launch(cuda, shape.grid, shape.block, layernorm_backward_kernel<T>, grad_x, typed<T>(grad_x_copy), grad_weight,
+           grad_bias, typed<T>(grad_out), x, weight, mean, rstd, row_means, shape.sums);
   });
-  const ColumnSumLaunch shape = column_sum_launch(cuda, rows, cols, 2);
-  launch(cuda, shape.grid, shape.block, layernorm_backward_kernel, grad_x, grad_weight, grad_bias, grad_out, x, weight,
-         mean, rstd, row_means, shape.sums);
 }
 
 }  // namespace trainctl::cuda_kernels
