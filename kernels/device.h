@@ -41,8 +41,8 @@ class DeviceUnavailable : public std::runtime_error {
 
 // What a device has done since the process started, where it counts (info.activity): the launches
 // queued (kernels, memsets and device-to-device copies), the cuBLASLt matmuls, the times the host
-// waited for the device (an upload's wait for its own copy counted apart), and the most device
-// memory held at once, the ops' own scratch included.
+// waited for the device (a wait for a batch's transfer to the device counted apart), and the most
+// device memory held at once, the ops' own scratch included.
 struct DeviceActivity {
   int64_t kernel_launches = 0;
   int64_t blas_calls = 0;
@@ -97,7 +97,7 @@ Gemm dense_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_
 // torch.nn.utils.clip_grad_norm_ does: with max_norm > 0 and norm = sqrt(the sum of
 // shard_squares[0, shards) in order), it is multiplied by max_norm / (norm + 1e-6) where that is
 // below 1 (shard_squares: device doubles, the optimizer family's sums of squares). Where
-// compute_copy is given (the bf16 copy the GEMMs read), the step writes it too, in the same pass.
+// compute_copy is given (the bf16 version the GEMMs read), the step writes it too, in the same pass.
 struct ParameterUpdate {
   float* parameters = nullptr;
   const float* gradients = nullptr;

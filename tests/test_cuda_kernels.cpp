@@ -1138,27 +1138,50 @@ void test_sum_squares(const Gpu& gpu, Checker& checker) {
     }
 }
 
-// Attention, q, k, v and grad_out in [-1, 1]. Both sides compute in fp32 with the same formulas
-// but in different orders (CPU: dense scores, softmax with the row's max, OpenBLAS GEMMs; CUDA:
-// tiles of 32 keys with an online softmax, dot products in four strided shares), and expf
+// Attention, q, k, v and grad_out in [-1, 1]. In f32 (and bf16 where the tensor cores do not take
+// the head: a head size other than 16, 32, 64 or 128) both sides compute in fp32 with the same
+// formulas but in different orders (CPU: dense scores, softmax with the row's max, OpenBLAS GEMMs;
+// CUDA: tiles of 32 keys with an online softmax, dot products in four strided shares), and expf
 // differs by an ulp or two between them. out is a convex combination of v rows (|out| <= 1) and
-// lse at most about |s| + log(seq) < 20, so a few ulp of each: 1e-5. The gradients sum up to
-// seq products, and dS = P * (dP - D) cancels, so an fp32 GEMM's tolerance (kGemmFp32, seq and
-// head size far below its depth 1031). On an H200 the worst were 1.8e-7 (out) and 3.5e-6
-// (grad_qkv) at GPT-2 124M's shape; a masking or indexing error shows as 1e-2 or more. In bf16,
-// both sides read the same bf16 values and round out and grad_qkv once (stored_in); lse stays
-// float.
+// lse at most about |s| + log(seq) < 20, so a few ulp of each: 1e-5. The gradients sum up to seq
+// products, and dS = P * (dP - D) cancels, so an fp32 GEMM's tolerance (kGemmFp32, seq and head
+// size far below its depth 1031). On an H200 the worst were 1.8e-7 (out) and 3.5e-6 (grad_qkv) at
+// GPT-2 124M's shape; a masking or indexing error shows as 1e-2 or more. In bf16, both sides read
+// the same bf16 values and round out and grad_qkv once (stored_in); lse stays float.
 constexpr Tolerance kAttentionForward{1e-5, 1e-5};
 constexpr Tolerance kAttentionBackward = kGemmFp32;
+// bf16 on tensor cores (kernels/cuda/flash_attention.cuh), as FlashAttention-2: the scores are
+// exact products summed in fp32 (lse within kAttentionForward), but P is rounded to bf16 (2^-9 of
+// itself) before P V, and P and dS before the gradients' products. out is a mean of v rows whose
+// weights are each off by up to 2^-9 of themselves: at most 2^-9 of |v| <= 1 in all (2e-3); the
+// gradients sum up to seq such terms of either sign, whose errors mostly cancel (4e-3 allowed).
+// Then each side rounds to bf16 (stored_in). Measured on the CPU implementation of CUDA
+// (2026-11-27), at every shape here up to T = 1024 with d = 128: the worst out and grad_qkv were
+// one bf16 ulp of the result (0.0039 at |out| near 0.5, 0.0078 at |grad| near 1.1), rounding
+// flips of values within a fraction of an ulp; a masking or indexing error shows as 1e-1 or more.
+constexpr Tolerance kFlashForward{2e-3, 0.0};
+constexpr Tolerance kFlashBackward{4e-3, 0.0};
+
+// Whether a case takes the tensor cores in bf16 (flash_attention.cuh's flash::usable, whose
+// alignment the tests' tensors meet).
+bool on_tensor_cores(ElementType type, int64_t channels, int64_t heads) {
+  const int64_t head_size = channels / heads;
+  return type == kBf16 && channels % 8 == 0 &&
+         (head_size == 16 || head_size == 32 || head_size == 64 || head_size == 128);
+}
 
 struct AttentionCase {
   int64_t batch, seq, channels, heads;
 };
-// Head sizes 8, 16, 10 (not a multiple of 4), 64 (GPT-2's), 96 and 128; seq across tile edges.
-constexpr AttentionCase kAttentionCases[] = {{1, 1, 8, 1},     {2, 37, 48, 3},  {1, 45, 30, 3},
-                                             {1, 129, 128, 2}, {1, 70, 192, 2}, {1, 64, 256, 2}};
-// GPT-2 124M's: 4 sequences of 1024 tokens, 12 heads of 64.
-constexpr AttentionCase kGpt2AttentionCases[] = {{4, 1024, 768, 12}};
+// Head sizes 8, 16, 10 (not a multiple of 4), 64 (GPT-2's), 96 and 128; seq across tile edges (32
+// keys on CUDA cores, 64 on tensor cores): 1, 63, 64, 65, and 1024 at batch 1 and one head, which
+// keeps the sanitized run short.
+constexpr AttentionCase kAttentionCases[] = {
+    {1, 1, 8, 1},   {2, 37, 48, 3},  {1, 45, 30, 3},   {1, 129, 128, 2}, {1, 70, 192, 2},  {1, 64, 256, 2},
+    {2, 1, 128, 2}, {2, 63, 128, 2}, {2, 65, 128, 2},  {2, 1, 256, 2},   {2, 63, 256, 2},  {2, 65, 256, 2},
+    {1, 1024, 64, 1}, {1, 1024, 128, 1}};
+// GPT-2 124M's: 4 sequences of 1024 tokens, 12 heads of 64; and 4 of 2048, 16 heads of 128.
+constexpr AttentionCase kGpt2AttentionCases[] = {{4, 1024, 768, 12}, {4, 2048, 2048, 16}};
 
 void test_attention(const Gpu& gpu, Checker& checker, std::span<const AttentionCase> cases, uint64_t seed) {
   const trainctl::AttentionOps& ops = *gpu.device.attention;
@@ -1200,17 +1223,22 @@ void test_attention(const Gpu& gpu, Checker& checker, std::span<const AttentionC
         return Result{out.read(), lse.read(), grad_qkv.read()};
       };
       const Result first = first_run(run), second = second_run(run);
-      const std::string name = fmt::format("attention {} B={} T={} C={} H={} (d={})", type_name(type), batch, seq,
-                                           channels, heads, channels / heads);
-      checker.compare(name + " out", first.out, ref_out.floats(), stored_in(type, kAttentionForward));
+      const bool tensor_cores = on_tensor_cores(type, channels, heads);
+      const std::string name =
+          fmt::format("attention {} B={} T={} C={} H={} (d={}{})", type_name(type), batch, seq, channels, heads,
+                      channels / heads, tensor_cores ? ", tensor cores" : "");
+      checker.compare(name + " out", first.out, ref_out.floats(),
+                      stored_in(type, tensor_cores ? kFlashForward : kAttentionForward));
       checker.compare(name + " lse", first.lse, ref_lse, kAttentionForward);
-      checker.compare(name + " grad_qkv", first.grad_qkv, ref_grad_qkv.floats(), stored_in(type, kAttentionBackward));
+      checker.compare(name + " grad_qkv", first.grad_qkv, ref_grad_qkv.floats(),
+                      stored_in(type, tensor_cores ? kFlashBackward : kAttentionBackward));
       checker.check_deterministic(name + " out", first.out, second.out);
       checker.check_deterministic(name + " lse", first.lse, second.lse);
       checker.check_deterministic(name + " grad_qkv", first.grad_qkv, second.grad_qkv);
       if (seq == 37) {
         check_queued(gpu, checker, name + " forward", {.launches = 1}, forward);
-        check_queued(gpu, checker, name + " backward", {.launches = 2}, backward);
+        // On tensor cores the rows' dO . O first, for both passes.
+        check_queued(gpu, checker, name + " backward", {.launches = tensor_cores ? 3 : 2}, backward);
       }
     }
 }

@@ -242,13 +242,16 @@ TEST_CASE("the GEMM epilogues: bias, GELU with its input kept, the GELU's gradie
     check_equal(aux, expected_aux);
   }
   SUBCASE("the GELU's gradient at aux") {
-    const std::vector<float> aux = pattern(m * n, 13, 23);
+    // aux's rows 8 apart (cuBLASLt's condition on its leading dimension).
+    const std::vector<float> aux = pattern(m * 8, 13, 23);
     std::vector<float> c(m * n), expected(m * n);
-    for (int64_t i = 0; i < m * n; ++i) expected[i] = product[i] * GeluTanh::derivative(aux[i], 0.0f);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        expected[i * n + j] = product[i * n + j] * GeluTanh::derivative(aux[i * 8 + j], 0.0f);
     Gemm g = trainctl::dense_gemm(false, false, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data());
     g.epilogue = Epilogue::kGeluGrad;
     g.aux = const_cast<float*>(aux.data());
-    g.ld_aux = n;
+    g.ld_aux = 8;
     cpu().blas.gemm(kStream, g);
     check_close(c, expected, kGeluAbs, kGeluRel);
   }
@@ -281,18 +284,21 @@ TEST_CASE("the GEMM epilogues: bias, GELU with its input kept, the GELU's gradie
   }
   SUBCASE("into bf16: the epilogue on the fp32 result, rounded once; the bias of C's type") {
     const std::vector<Bf16> a_bf16 = to_bf16(a), b_bf16 = to_bf16(b), bias_bf16 = to_bf16(bias);
-    std::vector<Bf16> c(m * n), aux(m * n);
+    std::vector<Bf16> c(m * n), aux(m * 8);
     Gemm g = trainctl::dense_gemm(false, false, m, n, k, 1.0f, a_bf16.data(), b_bf16.data(), 0.0f, c.data());
     g.epilogue = Epilogue::kGeluBias;
     g.bias = bias_bf16.data();
     g.aux = aux.data();
-    g.ld_aux = n;
+    g.ld_aux = 8;
     cpu().blas.gemm(kStream, g);
-    std::vector<float> expected(m * n);
+    std::vector<float> expected(m * n), aux_values(m * n);
     for (int64_t i = 0; i < m * n; ++i) expected[i] = GeluTanh::forward(biased[i]);
     // bf16's half ulp at |c| < 8 is 2^-6 at most.
     check_close(to_floats(c), expected, std::ldexp(1.0, -6), 0.0);
-    check_equal(to_floats(aux), rounded(biased));
+    const std::vector<float> aux_rows = to_floats(aux);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) aux_values[i * n + j] = aux_rows[i * 8 + j];
+    check_equal(aux_values, rounded(biased));
     g.bias = bias.data();
     CHECK_THROWS_AS(cpu().blas.gemm(kStream, g), std::logic_error);  // an f32 bias for a bf16 C
   }

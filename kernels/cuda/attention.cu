@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "cuda/cuda_ops.h"
+#include "cuda/flash_attention.cuh"
 #include "cuda/kernel_common.cuh"
 
 namespace trainctl::cuda_kernels {
@@ -377,7 +378,13 @@ void attention_forward(Stream stream, TypedPtr out, float* lse, ConstTypedPtr qk
                        int64_t channels, int64_t heads) {
   const AttentionShape shape = attention_shape(batch, seq, channels, heads);
   if (shape.grid.x == 0) return;
-  with_element_type(one_element_type("attention_forward", {out, qkv}), [&](auto type) {
+  const ElementType type = one_element_type("attention_forward", {out, qkv});
+  if (flash::usable(type, channels, heads, {out.data, qkv.data})) {
+    flash::forward(cuda_stream(stream), typed<__nv_bfloat16>(out), lse, typed<__nv_bfloat16>(qkv), batch, seq,
+                   channels, heads);
+    return;
+  }
+  with_element_type(type, [&](auto type) {
     using T = typename decltype(type)::type;
     with_padded_head(shape, [&](auto padded) {
       launch(cuda_stream(stream), shape.grid, kThreads, attention_forward_kernel<padded(), T>, typed<T>(out), lse,
@@ -390,7 +397,13 @@ void attention_backward(Stream stream, TypedPtr grad_qkv, ConstTypedPtr grad_out
                         const float* lse, int64_t batch, int64_t seq, int64_t channels, int64_t heads) {
   const AttentionShape shape = attention_shape(batch, seq, channels, heads);
   if (shape.grid.x == 0) return;
-  with_element_type(one_element_type("attention_backward", {grad_qkv, grad_out, qkv, out}), [&](auto type) {
+  const ElementType type = one_element_type("attention_backward", {grad_qkv, grad_out, qkv, out});
+  if (flash::usable(type, channels, heads, {grad_qkv.data, grad_out.data, qkv.data, out.data})) {
+    flash::backward(cuda_stream(stream), typed<__nv_bfloat16>(grad_qkv), typed<__nv_bfloat16>(grad_out),
+                    typed<__nv_bfloat16>(qkv), typed<__nv_bfloat16>(out), lse, batch, seq, channels, heads);
+    return;
+  }
+  with_element_type(type, [&](auto type) {
     using T = typename decltype(type)::type;
     with_padded_head(shape, [&](auto padded) {
       const cudaStream_t cuda = cuda_stream(stream);

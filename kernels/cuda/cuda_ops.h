@@ -20,11 +20,8 @@ namespace trainctl::cuda_kernels {
 // The seam's Stream as CUDA's: a null handle is the legacy default stream.
 inline cudaStream_t cuda_stream(Stream stream) { return static_cast<cudaStream_t>(stream.handle); }
 
-// memory.cpp: copies `bytes` between host and device (either way) after the work before it on
-// `stream`, and returns when the copy is done: waits for that stream only.
-void copy_and_wait(cudaStream_t stream, void* dst, const void* src, size_t bytes);
-
-// blas.cu: destroys the cached GEMM plans and the cuBLASLt handle (unbind).
+// blas.cu: destroys the cached GEMM plans and the cuBLASLt handle (when the rank lets go of its
+// device).
 void release_gemm_plans();
 
 // elementwise.cu: dst[i] = src[i] for i < n, between f32 and bf16 (memory.convert's kernel: a

@@ -9,7 +9,9 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstring>
 #include <map>
+#include <vector>
 
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
@@ -50,6 +52,55 @@ class DeviceScratch {
   size_t capacity_ = 0;
 };
 
+// Page-locked host buffers that an upload from pageable memory is staged through, in turn: the
+// caller's bytes are copied into one here, and the copy to the device is queued on the stream from
+// it, so the host goes on at once (the caller's buffer is free again) while the copy waits its turn
+// behind the stream's work. A buffer is refilled only once its previous copy has landed (its
+// event); with kSlots of them, an upload waits for the copy kSlots uploads before it, which was
+// queued before the work of that step, not after it. Uploads over kMaxBytes go unstaged.
+class UploadStaging {
+ public:
+  static constexpr int kSlots = 4;
+  static constexpr size_t kMaxBytes = size_t{64} << 20;
+
+  UploadStaging() = default;
+  UploadStaging(const UploadStaging&) = delete;
+  UploadStaging& operator=(const UploadStaging&) = delete;
+  // Each copy has landed before its buffer is unregistered and freed.
+  ~UploadStaging() {
+    for (Slot& slot : slots_) {
+      if (slot.event == nullptr) continue;
+      static_cast<void>(cudaEventSynchronize(slot.event));
+      static_cast<void>(cudaEventDestroy(slot.event));
+      static_cast<void>(cudaHostUnregister(slot.bytes.data()));
+    }
+  }
+
+  // Queues the copy of host_src's `bytes` (at most kMaxBytes) to device_dst on `stream`.
+  void stage(cudaStream_t stream, void* device_dst, const void* host_src, size_t bytes) {
+    Slot& slot = slots_[next_];
+    next_ = (next_ + 1) % kSlots;
+    if (slot.event != nullptr) CUDA_CHECK(cudaEventSynchronize(slot.event));
+    if (slot.bytes.size() < bytes) {
+      if (slot.event != nullptr) CUDA_CHECK(cudaHostUnregister(slot.bytes.data()));
+      slot.bytes.resize(bytes);
+      CUDA_CHECK(cudaHostRegister(slot.bytes.data(), bytes, cudaHostRegisterDefault));
+      if (slot.event == nullptr) CUDA_CHECK(cudaEventCreateWithFlags(&slot.event, cudaEventDisableTiming));
+    }
+    std::memcpy(slot.bytes.data(), host_src, bytes);
+    CUDA_CHECK(cudaMemcpyAsync(device_dst, slot.bytes.data(), bytes, cudaMemcpyHostToDevice, stream));
+    CUDA_CHECK(cudaEventRecord(slot.event, stream));
+  }
+
+ private:
+  struct Slot {
+    std::vector<std::byte> bytes;
+    cudaEvent_t event = nullptr;  // recorded after the slot's last copy
+  };
+  Slot slots_[kSlots];
+  int next_ = 0;
+};
+
 // The scratch of the ops ordered on one stream: ops on one stream run one after another, so one
 // of each serves them all.
 struct StreamScratch {
@@ -63,6 +114,7 @@ struct StreamScratch {
   DeviceScratch gemm_workspace;
   // The bias gradient a GEMM's epilogue writes, before it is added to the gradient.
   DeviceScratch bias_gradient;
+  UploadStaging uploads;
 };
 
 // Every stream's scratch by handle; the map itself is never destroyed, so that no cudaFree runs

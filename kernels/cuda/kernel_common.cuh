@@ -54,17 +54,34 @@ __device__ inline int64_t grid_warp_index() { return blockIdx.x * int64_t{kBlock
 __device__ inline int64_t grid_warp_count() { return gridDim.x * int64_t{kBlockWarps}; }
 __device__ inline int lane_index() { return static_cast<int>(threadIdx.x % kWarpSize); }
 
-// Launches kernel(args...) on `stream` as `grid` blocks of `block` threads, through CUDA's
-// templated cudaLaunchKernelEx: the toolkit's under nvcc, the CPU implementation's
-// (cuda_on_cpu/) under the host compiler, so that one source builds for both. Every launch of
-// kernels/cuda goes through here.
+// Launches kernel(args...) on `stream` as `grid` blocks of `block` threads with `shared_bytes` of
+// dynamic shared memory (tensor_cores.cuh's dynamic_shared_memory; over 48 KiB only for a kernel
+// that allow_shared_memory has allowed it), through CUDA's templated cudaLaunchKernelEx: the
+// toolkit's under nvcc, the CPU implementation's (cuda_on_cpu/) under the host compiler, so that
+// one source builds for both. Every launch of kernels/cuda goes through here.
 template <typename... Params, typename... Args>
-void launch(cudaStream_t stream, dim3 grid, dim3 block, void (*kernel)(Params...), Args... args) {
+void launch_with_shared_memory(cudaStream_t stream, dim3 grid, dim3 block, size_t shared_bytes,
+                               void (*kernel)(Params...), Args... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
+// Lets `kernel` launch with up to `bytes` of dynamic shared memory: above 48 KiB a kernel must be
+// allowed it (cudaFuncAttributeMaxDynamicSharedMemorySize), once, before its first launch.
+template <typename... Params>
+void allow_shared_memory(void (*kernel)(Params...), size_t bytes) {
+  if (bytes > 48 * 1024)
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+// The same with no dynamic shared memory.
+template <typename... Params, typename... Args>
+void launch(cudaStream_t stream, dim3 grid, dim3 block, void (*kernel)(Params...), Args... args) {
+  launch_with_shared_memory(stream, grid, block, 0, kernel, args...);
 }
 
 // Launches kernel(args...) with blocks_for(n) blocks of kBlockThreads on `stream`; nothing to do

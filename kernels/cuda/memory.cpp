@@ -6,8 +6,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -158,20 +160,54 @@ void release(void* pointer) {
   CUDA_CHECK(cudaFree(pointer));
 }
 
-// cudaMemcpyDefault: unified addressing tells host from device memory, pageable or pinned. The
-// wait is needed either way: from pageable memory cudaMemcpyAsync returns once the data is
-// staged, before it reaches the device, and the caller may reuse its buffer at once.
-void copy_and_wait(cudaStream_t stream, void* dst, const void* src, size_t bytes) {
-  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
-  CUDA_CHECK(cudaStreamSynchronize(stream));
+namespace {
+
+// Host memory that pin_host registered: copies to and from it are queued on their stream, where
+// those to and from pageable memory are not.
+struct PinnedRanges {
+  std::mutex mutex;
+  std::map<const std::byte*, size_t> sizes;
+
+  bool contains(const void* pointer, size_t bytes) {
+    const auto* begin = static_cast<const std::byte*>(pointer);
+    const std::lock_guard lock(mutex);
+    auto after = sizes.upper_bound(begin);
+    if (after == sizes.begin()) return false;
+    --after;
+    return begin + bytes <= after->first + after->second;
+  }
+};
+
+PinnedRanges& pinned_ranges() {
+  static auto* const ranges = new PinnedRanges;
+  return *ranges;
 }
 
+}  // namespace
+
+// Complete when it returns, so the caller may reuse its buffer. From pinned memory: the copy
+// queued, then a wait for the stream. From pageable memory: staged through pinned buffers and only
+// queued (UploadStaging), which the caller cannot tell from a finished copy, or, when larger than
+// the staging takes, cudaMemcpyAsync, which waits for the stream and returns once it has copied
+// the caller's bytes to its own staging.
 void upload(Stream stream, void* device_dst, const void* host_src, size_t bytes) {
-  copy_and_wait(cuda_stream(stream), device_dst, host_src, bytes);
+  const cudaStream_t cuda = cuda_stream(stream);
+  if (pinned_ranges().contains(host_src, bytes)) {
+    CUDA_CHECK(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, cuda));
+    CUDA_CHECK(cudaStreamSynchronize(cuda));
+  } else if (bytes <= UploadStaging::kMaxBytes) {
+    scratch_of(cuda).uploads.stage(cuda, device_dst, host_src, bytes);
+  } else {
+    CUDA_CHECK(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, cuda));
+  }
 }
 
+// Complete when it returns: one wait for the stream. To pageable memory cudaMemcpyAsync itself
+// waits and returns once the copy is done; to pinned memory it is queued, and waited for.
 void download(Stream stream, void* host_dst, const void* device_src, size_t bytes) {
-  copy_and_wait(cuda_stream(stream), host_dst, device_src, bytes);
+  const cudaStream_t cuda = cuda_stream(stream);
+  CUDA_CHECK(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, cuda));
+  if (pinned_ranges().contains(host_dst, bytes)) CUDA_CHECK(cudaStreamSynchronize(cuda));
 }
 
 // Device to device: ordered on the stream like a kernel, and like one not waited for.
@@ -191,9 +227,19 @@ void convert(Stream stream, TypedPtr dst, ConstTypedPtr src, int64_t n) {
     convert_elements(cuda_stream(stream), dst, src, n);
 }
 
-void pin_host(void* host, size_t bytes) { CUDA_CHECK(cudaHostRegister(host, bytes, cudaHostRegisterDefault)); }
+void pin_host(void* host, size_t bytes) {
+  CUDA_CHECK(cudaHostRegister(host, bytes, cudaHostRegisterDefault));
+  PinnedRanges& ranges = pinned_ranges();
+  const std::lock_guard lock(ranges.mutex);
+  ranges.sizes[static_cast<const std::byte*>(host)] = bytes;
+}
 
 void unpin_host(void* host) {
+  {
+    PinnedRanges& ranges = pinned_ranges();
+    const std::lock_guard lock(ranges.mutex);
+    ranges.sizes.erase(static_cast<const std::byte*>(host));
+  }
   if (std::uncaught_exceptions() > 0) {
     static_cast<void>(cudaHostUnregister(host));
     return;

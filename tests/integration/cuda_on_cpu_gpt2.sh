@@ -7,11 +7,17 @@
 #   loss, AdamW) compute what the CPU's do; sums add in other orders (attention's dot products
 #   and softmax, LayerNorm's and the biases' column sums) and expf differs by an ulp at most.
 #   Measured: 4.8e-9 at most (2026-11-25).
-# - bf16: each step within 1e-4 of the CPU's bf16 run: the GEMMs' operands round to bf16 on both
-#   sides, and one that the fp32 differences move across a rounding boundary moves by a bf16 ulp.
-#   Measured: 1.5e-5 at most.
+# - bf16: each step within 1e-3 of the CPU's bf16 run. Both store the activations in bf16 and
+#   multiply bf16 operands exactly in fp32; CUDA's attention runs on tensor cores
+#   (flash_attention.cuh), which rounds P and dS to bf16 inside the attention where the CPU's keeps
+#   them in fp32, and a value that this moves across a rounding boundary moves by a bf16 ulp.
+#   Measured: 7.6e-5 at most (2026-11-27).
+# - bf16's final loss within 2% of fp32's, on CUDA (measured 0.012%).
 # - recompute (one block's activations kept, the others recomputed in backward) gives bitwise the
 #   same curve and final checkpoint as keeping them all, on CUDA as on the CPU.
+# - bf16 on CUDA stopped by a signal at step 25 and resumed ends bitwise as the uninterrupted run;
+#   so do 2 CUDA ranks (NCCL over MPI) with ZeRO-1 and sharded asynchronous checkpoints, whose curve
+#   is within 2e-2 of the same run on the CPU device (measured 7.3e-5).
 # At lr 1e-3: at the default 3e-3 this small model goes through a loss spike near step 40 in
 # which any two runs that differ in the last bits part by several percent (CPU fp32 against CPU
 # bf16 as much as CUDA against the CPU).
@@ -38,7 +44,7 @@ for recompute in false true; do
   compare_curves runs/cpu-fp32-recompute-$recompute runs/cuda-fp32-recompute-$recompute --tolerance 1e-6 --steps 50 ||
     fail "fp32 curves differ (recompute $recompute)"
   echo "bf16, recompute $recompute: CUDA against the CPU"
-  compare_curves runs/cpu-bf16-recompute-$recompute runs/cuda-bf16-recompute-$recompute --tolerance 1e-4 --steps 50 ||
+  compare_curves runs/cpu-bf16-recompute-$recompute runs/cuda-bf16-recompute-$recompute --tolerance 1e-3 --steps 50 ||
     fail "bf16 curves differ (recompute $recompute)"
 done
 for device in cpu cuda; do

@@ -7,10 +7,11 @@
 #   double) and the bias gradients' sums over rows (in float, row blocks on CUDA) add in another
 #   order. Measured: 1.5e-8 at most (2026-11-25). At lr 1e-3: at 1e-2, AdamW amplifies those
 #   last-bit differences chaotically, to 1.7% by step 169 on either device.
-# - bf16: every step within 1e-3 relative of the CPU's bf16 run (both round the GEMMs' operands
-#   to bf16, to nearest-even; an operand that the fp32 differences above move across a rounding
-#   boundary moves by a bf16 ulp, 0.4%: measured 3e-4 at most), and within 2% of the CPU's fp32
-#   run (measured 0.1% at most).
+# - bf16: every step within 1e-3 relative of the CPU's bf16 run (both store the activations in
+#   bf16, rounded to nearest-even from the same fp32 results, and multiply them exactly in fp32;
+#   a value that the fp32 differences above move across a rounding boundary would move by a bf16
+#   ulp, 0.4%: measured 1.8e-15 at most, 2026-11-27), and within 2% of the CPU's fp32 run
+#   (measured 0.1% at most).
 # - a stop signal at step 100 (TRAINCTL_TEST_SIGNAL_AT_STEP), then --resume: the final
 #   checkpoint is bitwise the uninterrupted CUDA run's.
 # - a checkpoint written on CUDA resumes on the CPU, and one written on the CPU resumes on CUDA:

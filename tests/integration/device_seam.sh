@@ -20,8 +20,8 @@ generated_from_the_list = {"device.h", "device.cpp", "device_table.h", "device_t
 problems = []
 for family, op in ops:
     # A definition starts a line with its return type and has a body; a declaration ends in ';'.
-    definition = re.compile(rf"^[\w:<>,* ]+[ *&]{op}\(([^;{{]*)\)\s*\{{", re.M)
-    declaration = re.compile(rf"^[\w:<>,* ]+[ *&]{op}\(([^;{{]*)\)\s*;", re.M)
+    definition = re.compile(rf"^\w[\w:<>,* ]*[ *&]{op}\(([^;{{]*)\)\s*\{{", re.M)
+    declaration = re.compile(rf"^\w[\w:<>,* ]*[ *&]{op}\(([^;{{]*)\)\s*;", re.M)
     for side in ("cpu", "cuda"):
         defined_in = [str(path) for path, text in sources.items() if path.parent.name == side and definition.search(text)]
         # A device may lack an optional family (the CPU has no collectives).
