@@ -21,8 +21,14 @@
 # Steps, with the time each took on one H200 (2026-11-26, the first GPU run), and its limit:
 #   tensorcores  the tensor-core instructions of kernels/cuda/tensor_cores.cuh (mma, ldmatrix,
 #                cp.async, dynamic shared memory) against exact references (test_tensor_cores):
-#                the check of the fragment layouts cuda_on_cpu emulates; run it first
-#                                                                         (not yet run), 1 min
+#                the check of the fragment layouts cuda_on_cpu emulates; run it first. Then
+#                cuobjdump -sass: the tensor-core attention kernels (flash_attention.cuh) hold
+#                HMMA instructions                                        (not yet run), 1 min
+#   attention    attention forward and backward in bf16 at GPT-2 124M's shape (B 8, T 1024, 12
+#                heads of 64) and at B 4, T 2048, 16 heads of 128: TFLOP/s (causal FLOPs) of
+#                trainctl's (bench_attention) beside PyTorch's scaled_dot_product_attention
+#                (scripts/bench_attention_torch.py) in the same call, and a rerun bitwise the
+#                same; $OUT/attention.jsonl                               (not yet run), 2 min
 #   kernels      every CUDA op against its CPU reference (test_cuda_kernels)        3 s, 3 min
 #   large        the same at the benchmark's shapes (test_cuda_kernels --large)   241 s, 7 min
 #   memcheck     test_cuda_kernels under compute-sanitizer memcheck                 3 s, 8 min
@@ -71,9 +77,9 @@ self=$PWD/scripts/gpu_check.sh
 pack_build=${PACK_BUILD_DIR:-build-gpu-pack}
 
 # Step limits in seconds.
-declare -A step_limit=([tensorcores]=60 [kernels]=180 [large]=420 [memcheck]=480 [racecheck]=480 [fp32]=240 [bf16]=180
+declare -A step_limit=([tensorcores]=60 [attention]=120 [kernels]=180 [large]=420 [memcheck]=480 [racecheck]=480 [fp32]=240 [bf16]=180
   [gpt2]=300 [sigterm]=240 [crossdevice]=240 [bench]=480 [gpt2bench]=480 [profile]=300)
-all_steps=(tensorcores kernels large memcheck racecheck fp32 bf16 gpt2 sigterm crossdevice bench gpt2bench profile)
+all_steps=(tensorcores attention kernels large memcheck racecheck fp32 bf16 gpt2 sigterm crossdevice bench gpt2bench profile)
 
 if [ "${1:-}" = --pack ]; then
   set -e
@@ -81,10 +87,10 @@ if [ "${1:-}" = --pack ]; then
   [ -f "$pack_build/build.ninja" ] ||
     meson setup "$pack_build" -Dcuda=enabled -Dmpi=disabled -Dnccl=disabled -Dcuda-on-cpu=disabled >/dev/null
   ninja -C "$pack_build" cli/trainctl runtime/trainctl-runtime tests/test_cuda_kernels tests/test_tensor_cores \
-    kernels/libtrainctl-cuda.so >/dev/null
+    tests/bench_attention kernels/libtrainctl-cuda.so >/dev/null
   rm -rf gpu-pack && mkdir -p gpu-pack/bin gpu-pack/lib
   packed=("$pack_build/cli/trainctl" "$pack_build/runtime/trainctl-runtime" "$pack_build/tests/test_cuda_kernels"
-    "$pack_build/tests/test_tensor_cores")
+    "$pack_build/tests/test_tensor_cores" "$pack_build/tests/bench_attention")
   cp "${packed[@]}" gpu-pack/bin/
   cp "$pack_build/kernels/libtrainctl-cuda.so" gpu-pack/lib/
   packed+=("$pack_build/kernels/libtrainctl-cuda.so")
@@ -206,7 +212,46 @@ sys.exit(0 if relative <= tolerance else 1)' "$@" "$fp32_tolerance"
 
 step_tensorcores() {
   needs_gpu
-  "$tensor_core_test"
+  "$tensor_core_test" || return 1
+  # The tensor-core attention kernels' machine code: each holds HMMA (bf16 mma.sync).
+  local cuobjdump
+  cuobjdump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
+  "$cuobjdump" -sass "$cuda_backend" >"$out/backend.sass" || return 1
+  python3 - "$out/backend.sass" <<'PY'
+import re, sys
+functions = re.split(r"\n\s*Function : ", open(sys.argv[1]).read())[1:]
+flash = [body for body in functions if "flash" in body.split("\n", 1)[0]]
+failed = not flash
+for body in flash:
+    name, count = body.split("\n", 1)[0].strip(), len(re.findall(r"\bHMMA\.", body))
+    print(f"{'FAIL' if count == 0 else ' OK '} {name}: {count} HMMA")
+    failed = failed or count == 0
+sys.exit(1 if failed else 0)
+PY
+}
+
+step_attention() {
+  needs_gpu
+  local failed=0
+  "$attention_bench" | tee "$out/attention.jsonl" || failed=1
+  python3 scripts/bench_attention_torch.py | tee -a "$out/attention.jsonl" || failed=1
+  python3 - "$out/attention.jsonl" <<'PY' || failed=1
+import json, sys
+lines = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+key = lambda line: (line["batch"], line["seq"], line["heads"], line["head_size"])
+ours = {key(line): line for line in lines if line["implementation"] == "trainctl"}
+theirs = {key(line): line for line in lines if line["implementation"] == "pytorch_sdpa"}
+for shape, line in ours.items():
+    peer = theirs.get(shape)
+    ratio = f"{peer['forward_ms'] + peer['backward_ms']:.3f} / {line['forward_ms'] + line['backward_ms']:.3f} ms = " \
+            f"{(peer['forward_ms'] + peer['backward_ms']) / (line['forward_ms'] + line['backward_ms']):.2f}x SDPA's speed" \
+            if peer else "no PyTorch line"
+    print(f"B {shape[0]} T {shape[1]} H {shape[2]} D {shape[3]}: trainctl {line['total_tflops']} TFLOP/s "
+          f"(forward {line['forward_tflops']}, backward {line['backward_tflops']}), bitwise rerun "
+          f"{line['bitwise_rerun']}; {ratio}")
+sys.exit(0 if ours and all(line["bitwise_rerun"] for line in ours.values()) else 1)
+PY
+  return "$failed"
 }
 
 step_kernels() {
@@ -518,9 +563,12 @@ else
   revision="build/ of $(git describe --always --dirty --abbrev=12 2>/dev/null || echo 'an unknown revision')"
 fi
 export trainctl=$programs/trainctl kernel_test=$programs/test_cuda_kernels tensor_core_test=$programs/test_tensor_cores
+export attention_bench=$programs/bench_attention cuda_backend=$programs/../lib/libtrainctl-cuda.so
 [ -x "$trainctl" ] || trainctl=$programs/cli/trainctl
 [ -x "$kernel_test" ] || kernel_test=$programs/tests/test_cuda_kernels
 [ -x "$tensor_core_test" ] || tensor_core_test=$programs/tests/test_tensor_cores
+[ -x "$attention_bench" ] || attention_bench=$programs/tests/bench_attention
+[ -f "$cuda_backend" ] || cuda_backend=$programs/kernels/libtrainctl-cuda.so
 runtime=$(dirname "$trainctl")/trainctl-runtime
 [ -x "$runtime" ] || runtime=$programs/runtime/trainctl-runtime
 
@@ -528,7 +576,7 @@ echo "== $(date -u +%FT%TZ) gpu_check ${steps[*]} on $device; $revision"
 echo "== nvidia-smi"
 if command -v nvidia-smi >/dev/null; then nvidia-smi 2>&1; else echo "no nvidia-smi: no GPU here"; fi
 echo "== the programs' shared libraries"
-for program in "$trainctl" "$runtime" "$kernel_test" "$tensor_core_test"; do
+for program in "$trainctl" "$runtime" "$kernel_test" "$tensor_core_test" "$attention_bench"; do
   [ -x "$program" ] || { echo "$program: missing"; continue; }
   resolved=$(ldd "$program" 2>&1)
   misses=$(grep 'not found' <<<"$resolved" | awk '{ print $1 }' | tr '\n' ' ')

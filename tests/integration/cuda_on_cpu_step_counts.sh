@@ -5,7 +5,8 @@
 # (memsets and device copies included), cuBLASLt calls apart, and the host's waits for the device,
 # the batch's uploads apart. Steps 2 and 3 are counted (step 1 also converts the weights' first
 # compute copy; step 4, the last, saves): at most 320 launches each, no wait in step 3, and in
-# step 2, which logs, one (the loss and the gradient norm, read together).
+# step 2, which logs, one (the loss and the gradient norm, read together). docs/runtime.md's line
+# "GPT-2 124M bf16 step: ..." must say what step 2 counted.
 source "$(dirname "$0")/lib.sh"
 make_token_data
 export TRAINCTL_CUDA_BACKEND=cpu
@@ -14,8 +15,8 @@ write_config step.toml step model.kind='"gpt2"' model.n_layer=12 model.n_head=12
   train.micro_batch=1 train.steps=4 train.log_every=2 train.grad_clip=1.0 train.weight_decay=0.1 \
   checkpoint.every_steps=0
 TRAINCTL_DEVICE_ACTIVITY=$PWD/activity.jsonl "$TRAINCTL" run step.toml >run.log 2>&1 || fail "the run failed: $(cat run.log)"
-python3 - activity.jsonl <<'PY' || fail "the step asks more of the device than it should (above)"
-import json, sys
+python3 - activity.jsonl "$TRAINCTL_SOURCE_DIR/docs/runtime.md" <<'PY' || fail "the step asks more of the device than it should, or the docs say otherwise (above)"
+import json, re, sys
 steps = {line["step"]: line for line in map(json.loads, open(sys.argv[1]))}
 assert sorted(steps) == [1, 2, 3, 4], f"steps counted: {sorted(steps)}"
 for step in (1, 2, 3, 4):
@@ -32,6 +33,12 @@ for step, syncs in ((2, 1), (3, 0)):
         problems.append(f"step {step}: {s['host_syncs']} host synchronisations, expected {syncs}")
     if s["upload_waits"] > 2:
         problems.append(f"step {step}: {s['upload_waits']} upload waits, more than the batch's tokens and targets")
+logged = steps[2]
+counted = (f"GPT-2 124M bf16 step: {logged['kernel_launches']} kernel launches, {logged['blas_calls']} cuBLASLt calls, "
+           f"{logged['host_syncs']} host synchronisations")
+documented = re.findall(r"GPT-2 124M bf16 step: [^\n]*", open(sys.argv[2]).read())
+if documented != [counted]:
+    problems.append(f"docs/runtime.md says {documented}, step 2 counted {counted!r}")
 for problem in problems:
     print("FAIL:", problem)
 sys.exit(1 if problems else 0)

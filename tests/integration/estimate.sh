@@ -99,6 +99,30 @@ awk -v whole="$whole" -v sharded="$sharded" -v total0="$(total_less_base zero0.o
     exit !(off(whole - 4 * sharded) <= 0.25 && off(total0 - total1 - (0.75 * whole + 0.75 * 1.5 * whole)) <= 0.3) }' ||
   fail "zero = 1: a rank does not hold a quarter of the optimizer state: $(cat zero0.out zero1.out)"
 
+# GPT-2 124M at micro-batch 8 on CUDA (configs/gpt2_124m.toml's model): bf16 stores the
+# activations in bf16, and the classifier's gradient over its logits, so their memory is at most
+# 0.6 of fp32's (which has the in-place classifier too); bf16 adds the weights' compute copy.
+for precision in fp32 bf16; do
+  sed -e "s/^micro_batch = .*/micro_batch = 8/" -e "s/^precision = .*//" \
+    -e "s/^\[train\]/[train]\nprecision = \"$precision\"/" "$TRAINCTL_SOURCE_DIR/configs/gpt2_124m.toml" \
+    >"gpt2_124m_$precision.toml"
+  "$TRAINCTL" estimate "gpt2_124m_$precision.toml" --no-preflight >"gpt2_124m_$precision.out"
+done
+python3 - gpt2_124m_fp32.out gpt2_124m_bf16.out <<'PY' || fail "bf16's activations are not at most 0.6 of fp32's"
+import re, sys
+def row(file, name):
+    for line in open(file):
+        match = re.match(rf"  {re.escape(name)} +([0-9.]+)", line)
+        if match:
+            return float(match.group(1))
+    sys.exit(f"{file}: no row {name!r}")
+fp32, bf16 = row(sys.argv[1], "activations (f32)"), row(sys.argv[2], "activations (bf16)")
+copy = row(sys.argv[2], "weights' bf16 compute copy")
+print(f"GPT-2 124M, micro-batch 8: activations {fp32:.1f} MiB in fp32, {bf16:.1f} MiB in bf16 ({bf16 / fp32:.2f}x); "
+      f"the bf16 compute copy {copy:.1f} MiB")
+sys.exit(0 if bf16 <= 0.6 * fp32 else 1)
+PY
+
 # Bad input: exit 2 with the config's own message, a [program] and missing data named.
 sed 's/^log_every = /log_everyy = /' mlp.toml >typo.toml
 line=$(grep -n '^log_everyy' typo.toml | cut -d: -f1)
