@@ -205,8 +205,9 @@ class Run {
           window_steps = 0;
         }
       }
-      if (saved) save(step, new_best, ending);
+      // What the step itself asked of the device; a save's copies come after.
       if (activity_before) log_device_activity(step, *activity_before);
+      if (saved) save(step, new_best, ending);
       // Stopping early ends the run, so a stop signal at the same step needs no requeue.
       if (stop_early) break;
       if (stop) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The real CUDA build's attention runs on tensor cores: kernels/cuda/attention.cu, compiled to PTX
-for sm_90 with the build's own nvcc command (compile_commands.json), holds in each of the
-tensor-core attention kernels (flash_attention.cuh: the forward and the two backward passes) the
-bf16 mma.sync m16n8k16 with fp32 accumulators, ldmatrix and cp.async. (On the GPU machine,
+"""The real CUDA build's attention runs on tensor cores: kernels/cuda/flash_attention.cu, compiled
+to PTX for sm_90 with the build's own nvcc command (compile_commands.json), holds in each of the
+tensor-core attention kernels (the forward and the two backward passes) the bf16 mma.sync
+m16n8k16 with fp32 accumulators, ldmatrix and cp.async. (On the GPU machine,
 `scripts/gpu_check.sh tensorcores` also finds HMMA in their SASS with cuobjdump.)
 
 Usage: tensor_core_ptx.py BUILD_DIR
@@ -21,7 +21,7 @@ INSTRUCTIONS = ["mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "ldmatrix
 
 def nvcc_command(build):
     for entry in json.loads((build / "compile_commands.json").read_text()):
-        if entry["file"].endswith("kernels/cuda/attention.cu") and "libtrainctl-cuda.so" in entry["output"]:
+        if entry["file"].endswith("kernels/cuda/flash_attention.cu") and "libtrainctl-cuda.so" in entry["output"]:
             return shlex.split(entry["command"]), entry["directory"]
     print("SKIP: this build has no CUDA backend built with nvcc")
     sys.exit(77)
@@ -40,7 +40,7 @@ def main():
         elif word != "-c":
             kept.append(word)
     with tempfile.TemporaryDirectory() as temporary:
-        ptx_file = pathlib.Path(temporary) / "attention.ptx"
+        ptx_file = pathlib.Path(temporary) / "flash_attention.ptx"
         subprocess.run(kept[:-1] + ["-arch=compute_90", "-ptx", "-o", str(ptx_file), kept[-1]], cwd=directory,
                        check=True)
         ptx = ptx_file.read_text()

@@ -23,7 +23,6 @@
 #include <type_traits>
 
 #include "cuda/cuda_ops.h"
-#include "cuda/flash_attention.cuh"
 #include "cuda/kernel_common.cuh"
 
 namespace trainctl::cuda_kernels {
@@ -379,8 +378,8 @@ void attention_forward(Stream stream, TypedPtr out, float* lse, ConstTypedPtr qk
   const AttentionShape shape = attention_shape(batch, seq, channels, heads);
   if (shape.grid.x == 0) return;
   const ElementType type = one_element_type("attention_forward", {out, qkv});
-  if (flash::usable(type, channels, heads, {out.data, qkv.data})) {
-    flash::forward(cuda_stream(stream), typed<__nv_bfloat16>(out), lse, typed<__nv_bfloat16>(qkv), batch, seq,
+  if (flash_attention_usable(type, channels, heads, {out.data, qkv.data})) {
+    flash_attention_forward(cuda_stream(stream), typed<__nv_bfloat16>(out), lse, typed<__nv_bfloat16>(qkv), batch, seq,
                    channels, heads);
     return;
   }
@@ -398,8 +397,8 @@ void attention_backward(Stream stream, TypedPtr grad_qkv, ConstTypedPtr grad_out
   const AttentionShape shape = attention_shape(batch, seq, channels, heads);
   if (shape.grid.x == 0) return;
   const ElementType type = one_element_type("attention_backward", {grad_qkv, grad_out, qkv, out});
-  if (flash::usable(type, channels, heads, {grad_qkv.data, grad_out.data, qkv.data, out.data})) {
-    flash::backward(cuda_stream(stream), typed<__nv_bfloat16>(grad_qkv), typed<__nv_bfloat16>(grad_out),
+  if (flash_attention_usable(type, channels, heads, {grad_qkv.data, grad_out.data, qkv.data, out.data})) {
+    flash_attention_backward(cuda_stream(stream), typed<__nv_bfloat16>(grad_qkv), typed<__nv_bfloat16>(grad_out),
                     typed<__nv_bfloat16>(qkv), typed<__nv_bfloat16>(out), lse, batch, seq, channels, heads);
     return;
   }

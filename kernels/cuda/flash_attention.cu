@@ -1,5 +1,5 @@
-// Causal attention in bf16 on tensor cores, FlashAttention-2's design (attention.cu dispatches to
-// it for bf16 tensors with a head size of 16, 32, 64 or 128): a block takes a tile of 64 queries
+// Causal attention in bf16 on tensor cores, FlashAttention-2's design (attention.cu's ops call it,
+// through cuda_ops.h, for bf16 tensors with a head size of 16, 32, 64 or 128): a block takes a tile of 64 queries
 // (forward, and the dQ pass of backward) or 64 keys (the dK, dV pass) of one (batch, head), four
 // warps of 16 rows each. Its Q, K, V (and dO) tiles come into shared memory by cp.async, rows past
 // the sequence as zeros; every product runs on tensor cores (mma.sync m16n8k16, bf16 operands from
@@ -13,8 +13,6 @@
 // backward passes (by key tiles, then by query tiles) each recompute what they need. P and dS are
 // rounded to bf16 as the operands of their products (as FlashAttention does); everything else
 // sums in fp32.
-#pragma once
-
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -23,11 +21,14 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "cuda/cuda_ops.h"
 #include "cuda/device_scratch.h"
 #include "cuda/kernel_common.cuh"
 #include "cuda/tensor_cores.cuh"
 
-namespace trainctl::cuda_kernels::flash {
+namespace trainctl::cuda_kernels {
+
+namespace {
 
 constexpr int kRows = 64;                 // queries or keys of a block's tile
 constexpr int kWarps = kRows / 16;        // a warp per 16 rows
@@ -36,7 +37,7 @@ constexpr float kLog2E = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 // Head sizes with a tensor-core path: a multiple of the mma's k (16), at most 128.
-inline bool head_size_supported(int64_t head_size) {
+bool head_size_supported(int64_t head_size) {
   return head_size == 16 || head_size == 32 || head_size == 64 || head_size == 128;
 }
 
@@ -455,21 +456,14 @@ void with_head_size(int64_t head_size, Body body) {
   }
 }
 
-// Whether a call's tensors take the tensor-core path: bf16, a supported head size, and rows and
-// heads that start 16-byte aligned for cp.async (channels a multiple of 8, the tensors aligned).
-inline bool usable(ElementType type, int64_t channels, int64_t heads, std::initializer_list<const void*> tensors) {
-  return type == ElementType::kBf16 && heads > 0 && channels % heads == 0 && head_size_supported(channels / heads) &&
-         channels % 8 == 0 && aligned_to(16, tensors);
-}
-
-inline Shape shape_of(int64_t seq, int64_t channels, int64_t heads) {
+Shape shape_of(int64_t seq, int64_t channels, int64_t heads) {
   const int64_t head_size = channels / heads;
   return {seq, channels, static_cast<int>(heads), static_cast<int>(head_size),
           kLog2E / std::sqrt(static_cast<float>(head_size))};
 }
 
 // batch * heads blocks across, the tiles of the sequence down.
-inline dim3 grid_of(int64_t batch, int64_t seq, int64_t heads) {
+dim3 grid_of(int64_t batch, int64_t seq, int64_t heads) {
   return dim3(static_cast<unsigned int>(batch * heads), static_cast<unsigned int>(ceil_div(seq, kRows)));
 }
 
@@ -478,8 +472,16 @@ constexpr size_t tiles_bytes(int tiles) {
   return static_cast<size_t>(tiles) * Tile<kD>::kElements * sizeof(__nv_bfloat16);
 }
 
-inline void forward(cudaStream_t stream, __nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int64_t batch,
-                    int64_t seq, int64_t channels, int64_t heads) {
+}  // namespace
+
+bool flash_attention_usable(ElementType type, int64_t channels, int64_t heads,
+                            std::initializer_list<const void*> tensors) {
+  return type == ElementType::kBf16 && heads > 0 && channels % heads == 0 && head_size_supported(channels / heads) &&
+         channels % 8 == 0 && aligned_to(16, tensors);
+}
+
+void flash_attention_forward(cudaStream_t stream, __nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv,
+                             int64_t batch, int64_t seq, int64_t channels, int64_t heads) {
   with_head_size(channels / heads, [&](auto head_size) {
     constexpr int kD = head_size();
     constexpr size_t kShared = tiles_bytes<kD>(3);
@@ -491,9 +493,9 @@ inline void forward(cudaStream_t stream, __nv_bfloat16* out, float* lse, const _
 }
 
 // Overwrites grad_qkv: the dK, dV pass writes every key's rows, the dQ pass every query's.
-inline void backward(cudaStream_t stream, __nv_bfloat16* grad_qkv, const __nv_bfloat16* grad_out,
-                     const __nv_bfloat16* qkv, const __nv_bfloat16* out, const float* lse, int64_t batch, int64_t seq,
-                     int64_t channels, int64_t heads) {
+void flash_attention_backward(cudaStream_t stream, __nv_bfloat16* grad_qkv, const __nv_bfloat16* grad_out,
+                              const __nv_bfloat16* qkv, const __nv_bfloat16* out, const float* lse, int64_t batch,
+                              int64_t seq, int64_t channels, int64_t heads) {
   const Shape shape = shape_of(seq, channels, heads);
   const int64_t rows = batch * heads * seq;
   float* dots = scratch_of(stream).intermediates.get<float>(static_cast<size_t>(rows) * sizeof(float), stream);
@@ -512,4 +514,4 @@ inline void backward(cudaStream_t stream, __nv_bfloat16* grad_qkv, const __nv_bf
   });
 }
 
-}  // namespace trainctl::cuda_kernels::flash
+}  // namespace trainctl::cuda_kernels
