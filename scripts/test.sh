@@ -237,7 +237,7 @@ python3 - "$tally" "$rounds" <<'PY'
 import collections, sys
 runs = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    name, result = line.split()
+    name, result = line.rstrip("\n").rsplit(" ", 1)  # meson's names hold spaces ("suite / test")
     runs[name].append(result)
 total = passed = 0
 for name, results in runs.items():
