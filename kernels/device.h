@@ -86,6 +86,26 @@ struct Gemm {
   float* bias_grad = nullptr;  // kBiasGradA, kBiasGradB
 };
 
+// Throws std::logic_error for a GEMM that breaks the rules above (every device refuses the same
+// ones): operands of two element types, a bf16 C from f32 operands, an epilogue over a batch, a
+// bias gradient into a bf16 C, a bias or GELU input of another type than C's, or a GELU input's
+// row stride that is not a multiple of 8 of at least n (cuBLASLt's EPILOGUE_AUX_LD).
+inline void require_valid_gemm(const Gemm& g) {
+  if (g.a.type != g.b.type) throw std::logic_error("gemm: A and B of different element types");
+  if (g.c.type == ElementType::kBf16 && g.a.type != ElementType::kBf16)
+    throw std::logic_error("gemm: a bf16 C needs bf16 operands");
+  if (g.epilogue != Epilogue::kNone && g.batch != 1) throw std::logic_error("gemm: an epilogue needs batch 1");
+  const bool bias_grad = g.epilogue == Epilogue::kBiasGradA || g.epilogue == Epilogue::kBiasGradB;
+  if (bias_grad && g.c.type != ElementType::kF32) throw std::logic_error("gemm: a bias gradient needs a float C");
+  if ((g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kGeluBias) && g.bias.type != g.c.type)
+    throw std::logic_error("gemm: the bias has C's element type");
+  const bool gelu = g.epilogue == Epilogue::kGeluBias || g.epilogue == Epilogue::kGeluGrad;
+  if (gelu && g.aux.type != g.c.type) throw std::logic_error("gemm: the GELU input has C's element type");
+  if (gelu && (g.ld_aux % 8 != 0 || g.ld_aux < g.n))
+    throw std::logic_error("gemm: the GELU input's row stride ld_aux (" + std::to_string(g.ld_aux) +
+                           ") must be a multiple of 8 and at least n (" + std::to_string(g.n) + ")");
+}
+
 // A single GEMM of packed (unstrided) matrices of one element type, the common case.
 Gemm dense_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, ConstTypedPtr a,
                 ConstTypedPtr b, float beta, TypedPtr c);

@@ -104,27 +104,10 @@ void accumulate_bias_gradient(const Gemm& g) {
   add_column_sums(g.bias_grad, sums, count);
 }
 
-void check_gemm(const Gemm& g) {
-  if (g.a.type != g.b.type) throw std::logic_error("gemm: A and B of different element types");
-  if (g.c.type == ElementType::kBf16 && g.a.type != ElementType::kBf16)
-    throw std::logic_error("gemm: a bf16 C needs bf16 operands");
-  if (g.epilogue != Epilogue::kNone && g.batch != 1) throw std::logic_error("gemm: an epilogue needs batch 1");
-  const bool bias_grad = g.epilogue == Epilogue::kBiasGradA || g.epilogue == Epilogue::kBiasGradB;
-  if (bias_grad && g.c.type != ElementType::kF32) throw std::logic_error("gemm: a bias gradient needs a float C");
-  if ((g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kGeluBias) && g.bias.type != g.c.type)
-    throw std::logic_error("gemm: the bias has C's element type");
-  if ((g.epilogue == Epilogue::kGeluBias || g.epilogue == Epilogue::kGeluGrad) && g.aux.type != g.c.type)
-    throw std::logic_error("gemm: the GELU input has C's element type");
-  // cuBLASLt's (EPILOGUE_AUX_LD), kept here too so that the devices refuse the same GEMMs.
-  if ((g.epilogue == Epilogue::kGeluBias || g.epilogue == Epilogue::kGeluGrad) && (g.ld_aux % 8 != 0 || g.ld_aux < g.n))
-    throw std::logic_error("gemm: the GELU input's row stride ld_aux (" + std::to_string(g.ld_aux) +
-                           ") must be a multiple of 8 and at least n (" + std::to_string(g.n) + ")");
-}
-
 }  // namespace
 
 void gemm(Stream, const Gemm& g) {
-  check_gemm(g);
+  require_valid_gemm(g);
   int64_t lda = 0, stride_a = 0, ldb = 0, stride_b = 0;
   const float* a = widened({g.a, g.transpose_a ? g.k : g.m, g.transpose_a ? g.m : g.k, g.lda, g.stride_a}, g.batch,
                            kSlotA, lda, stride_a);

@@ -200,24 +200,6 @@ GemmPlan make_plan(const GemmKey& key, const EpiloguePointers& pointers) {
   return plan;
 }
 
-// The seam's conditions on a Gemm (those the CPU's gemm checks too), and cuBLASLt's on the GELU
-// input's leading dimension, as clear errors rather than a library status.
-void check_gemm(const Gemm& gemm) {
-  if (gemm.a.type != gemm.b.type) throw std::logic_error("gemm: A and B of different element types");
-  if (gemm.c.type == ElementType::kBf16 && gemm.a.type != ElementType::kBf16)
-    throw std::logic_error("gemm: a bf16 C needs bf16 operands");
-  if (gemm.epilogue != Epilogue::kNone && gemm.batch != 1) throw std::logic_error("gemm: an epilogue needs batch 1");
-  if (has_bias_gradient(gemm.epilogue) && gemm.c.type != ElementType::kF32)
-    throw std::logic_error("gemm: a bias gradient needs a float C");
-  if (has_bias(gemm.epilogue) && gemm.bias.type != gemm.c.type)
-    throw std::logic_error("gemm: the bias has C's element type");
-  if (has_aux(gemm.epilogue) && gemm.aux.type != gemm.c.type)
-    throw std::logic_error("gemm: the GELU input has C's element type");
-  if (has_aux(gemm.epilogue) && (gemm.ld_aux % 8 != 0 || gemm.ld_aux < gemm.n))
-    throw std::logic_error("gemm: the GELU input's row stride ld_aux (" + std::to_string(gemm.ld_aux) +
-                           ") must be a multiple of 8 and at least n (" + std::to_string(gemm.n) + ")");
-}
-
 }  // namespace
 
 void release_gemm_plans() {
@@ -233,7 +215,7 @@ void release_gemm_plans() {
 }
 
 void gemm(Stream stream, const Gemm& gemm) {
-  check_gemm(gemm);
+  require_valid_gemm(gemm);
   if (gemm.m == 0 || gemm.n == 0 || gemm.batch == 0) return;
   const cudaStream_t cuda = cuda_stream(stream);
   StreamScratch& scratch = scratch_of(cuda);
