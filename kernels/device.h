@@ -91,18 +91,18 @@ struct Gemm {
 // bias gradient into a bf16 C, a bias or GELU input of another type than C's, or a GELU input's
 // row stride that is not a multiple of 8 of at least n (cuBLASLt's EPILOGUE_AUX_LD).
 inline void require_valid_gemm(const Gemm& g) {
-  if (g.a.type != g.b.type) throw std::logic_error("gemm: A and B of different element types");
+  if (g.a.type != g.b.type) throw std::logic_error("GEMM: A and B of different element types");
   if (g.c.type == ElementType::kBf16 && g.a.type != ElementType::kBf16)
-    throw std::logic_error("gemm: a bf16 C needs bf16 operands");
-  if (g.epilogue != Epilogue::kNone && g.batch != 1) throw std::logic_error("gemm: an epilogue needs batch 1");
+    throw std::logic_error("GEMM: a bf16 C needs bf16 operands");
+  if (g.epilogue != Epilogue::kNone && g.batch != 1) throw std::logic_error("GEMM: an epilogue needs batch 1");
   const bool bias_grad = g.epilogue == Epilogue::kBiasGradA || g.epilogue == Epilogue::kBiasGradB;
-  if (bias_grad && g.c.type != ElementType::kF32) throw std::logic_error("gemm: a bias gradient needs a float C");
+  if (bias_grad && g.c.type != ElementType::kF32) throw std::logic_error("GEMM: a bias gradient needs a float C");
   if ((g.epilogue == Epilogue::kBias || g.epilogue == Epilogue::kGeluBias) && g.bias.type != g.c.type)
-    throw std::logic_error("gemm: the bias has C's element type");
+    throw std::logic_error("GEMM: the bias has C's element type");
   const bool gelu = g.epilogue == Epilogue::kGeluBias || g.epilogue == Epilogue::kGeluGrad;
-  if (gelu && g.aux.type != g.c.type) throw std::logic_error("gemm: the GELU input has C's element type");
+  if (gelu && g.aux.type != g.c.type) throw std::logic_error("GEMM: the GELU input has C's element type");
   if (gelu && (g.ld_aux % 8 != 0 || g.ld_aux < g.n))
-    throw std::logic_error("gemm: the GELU input's row stride ld_aux (" + std::to_string(g.ld_aux) +
+    throw std::logic_error("GEMM: the GELU input's row stride ld_aux (" + std::to_string(g.ld_aux) +
                            ") must be a multiple of 8 and at least n (" + std::to_string(g.n) + ")");
 }
 
