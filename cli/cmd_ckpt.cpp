@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "checkpoint_file.h"
+#include "checkpoint_directory.h"
 #include "commands.h"
 #include "errors.h"
 #include "run_layout.h"

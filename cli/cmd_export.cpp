@@ -1,6 +1,8 @@
 // trainctl export RUN_OR_CKPT -o DIR: a checkpoint's model as DIR/model.safetensors and
-// DIR/config.json. For gpt2 the tensors carry GPT2LMHeadModel's state_dict names (the tied
-// lm_head.weight is not stored), so transformers' GPT2LMHeadModel.from_pretrained(DIR) loads it.
+// DIR/config.json, once its tensors are found to be those of the model its stored config
+// describes (models/named_tensors.h), which config.json then describes too. For gpt2 the tensors
+// carry GPT2LMHeadModel's state_dict names (the tied lm_head.weight is not stored), so
+// transformers' GPT2LMHeadModel.from_pretrained(DIR) loads it.
 #include <filesystem>
 #include <variant>
 
@@ -10,6 +12,8 @@
 #include "activation.h"
 #include "atomic_file.h"
 #include "commands.h"
+#include "named_tensors.h"
+#include "registry.h"
 #include "safetensors.h"
 #include "stored_checkpoint.h"
 #include "train_spec.h"
@@ -64,6 +68,8 @@ void add_export_command(CLI::App& app) {
   command->callback([options] {
     const StoredCheckpoint stored = load_stored_checkpoint(options->path);
     const Checkpoint& checkpoint = stored.checkpoint;
+    match_tensors(checkpoint.model, parameter_layout(stored.model), TensorMatch::kCheckpoint,
+                  fmt::format("checkpoint {}", stored.path));
     std::filesystem::create_directories(options->out);
     const std::string tensors_path = options->out + "/model.safetensors";
     const std::string config_path = options->out + "/config.json";

@@ -13,12 +13,12 @@
 #include <optional>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "bad_input.h"
 #include "commands.h"
 #include "errors.h"
 #include "gpt2_tokenizer.h"
+#include "named_tensors.h"
 #include "registry.h"
 #include "rng.h"
 #include "stored_checkpoint.h"
@@ -37,28 +37,16 @@ struct SampleOptions {
   uint64_t seed = 0;
 };
 
-void load_parameters(Model& model, const StoredCheckpoint& stored) {
-  for (const ParameterSlice& slice : model.parameter_layout()) {
-    const auto tensor = std::find_if(stored.checkpoint.model.begin(), stored.checkpoint.model.end(),
-                                     [&slice](const Tensor& candidate) { return candidate.name == slice.name; });
-    if (tensor == stored.checkpoint.model.end())
-      throw BadInput(fmt::format("checkpoint {} has no tensor {}, which its model.kind = {} needs", stored.path,
-                                 slice.name, stored.model.kind()));
-    if (tensor->shape != slice.shape)
-      throw BadInput(fmt::format("checkpoint {} holds {} [{}] but its config's model needs [{}]", stored.path,
-                                 slice.name, fmt::join(tensor->shape, ", "), fmt::join(slice.shape, ", ")));
-    model.device().memory.upload(Stream{}, model.parameters() + slice.offset, tensor->values.data(),
-                                 tensor->values.size() * sizeof(float));
-  }
-}
-
 std::unique_ptr<LanguageModel> load_language_model(const StoredCheckpoint& stored) {
   std::unique_ptr<Model> model = build_model(stored.model, cpu_device(), ModelOptions{});
   auto* language_model = dynamic_cast<LanguageModel*>(model.get());
   if (language_model == nullptr)
     throw BadInput(fmt::format("{} holds model.kind = {}; sample needs a language model", stored.path,
                                stored.model.kind()));
-  load_parameters(*model, stored);
+  const std::vector<float> parameters =
+      flatten_tensors(stored.checkpoint.model, model->parameter_layout(), TensorMatch::kCheckpoint,
+                      fmt::format("checkpoint {}", stored.path));
+  model->device().memory.upload(Stream{}, model->parameters(), parameters.data(), parameters.size() * sizeof(float));
   model.release();
   return std::unique_ptr<LanguageModel>(language_model);
 }

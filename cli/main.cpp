@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "bad_input.h"
-#include "checkpoint_file.h"
 #include "commands.h"
 #include "config_reader.h"
 #include "errors.h"

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "checkpoint_directory.h"
 #include "config_reader.h"
 #include "errors.h"
 #include "run_layout.h"

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "checkpoint_file.h"
+#include "checkpoint.h"
 #include "train_spec.h"
 
 namespace trainctl {

@@ -394,6 +394,10 @@ std::unique_ptr<Model> make_gpt2(const ModelSpec& spec, const Device& device, co
   return std::make_unique<Gpt2>(std::get<Gpt2Spec>(spec.config), device, options);
 }
 
+std::vector<ParameterSlice> gpt2_parameter_tensors(const ModelSpec& spec) {
+  return gpt2_tensors(std::get<Gpt2Spec>(spec.config));
+}
+
 ModelFootprint gpt2_footprint(const ModelSpec& model, const ModelOptions& options) {
   const auto& spec = std::get<Gpt2Spec>(model.config);
   const int64_t rows = options.max_examples * spec.block_size;

@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "model.h"
-#include "registry.h"
 
 namespace trainctl {
 
@@ -103,6 +102,7 @@ class Gpt2 : public LanguageModel {
   std::unique_ptr<Buffers> buffers_;
 };
 std::unique_ptr<Model> make_gpt2(const ModelSpec& spec, const Device& device, const ModelOptions& options);
+std::vector<ParameterSlice> gpt2_parameter_tensors(const ModelSpec& spec);
 ModelFootprint gpt2_footprint(const ModelSpec& spec, const ModelOptions& options);
 
 }  // namespace trainctl

@@ -172,6 +172,10 @@ std::unique_ptr<Model> make_mlp(const ModelSpec& spec, const Device& device, con
   return std::make_unique<Mlp>(std::get<MlpSpec>(spec.config), device, options);
 }
 
+std::vector<ParameterSlice> mlp_parameter_tensors(const ModelSpec& spec) {
+  return linear_tensors(layer_widths(std::get<MlpSpec>(spec.config)));
+}
+
 ModelFootprint mlp_footprint(const ModelSpec& model, const ModelOptions& options) {
   const auto& spec = std::get<MlpSpec>(model.config);
   const std::vector<int64_t> widths = layer_widths(spec);

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "model.h"
-#include "registry.h"
 
 namespace trainctl {
 
@@ -56,6 +55,7 @@ class Mlp : public Model {
   std::vector<Bf16> input_bf16_;  // a bf16 batch's host copy, reused
 };
 std::unique_ptr<Model> make_mlp(const ModelSpec& spec, const Device& device, const ModelOptions& options);
+std::vector<ParameterSlice> mlp_parameter_tensors(const ModelSpec& spec);
 ModelFootprint mlp_footprint(const ModelSpec& spec, const ModelOptions& options);
 
 }  // namespace trainctl

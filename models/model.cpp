@@ -1,20 +1,40 @@
-// The model seam's shared parameter storage, compute copy and loss totals: see model.h.
+// The model seam's flat layout, shared parameter storage, compute copy and loss totals: see model.h.
 #include "model.h"
+
+#include <algorithm>
 
 namespace trainctl {
 
-void Model::set_layout(std::vector<ParameterSlice> slices) {
+std::vector<ParameterSlice> laid_out(std::vector<ParameterSlice> slices) {
   int64_t offset = 0;
   for (ParameterSlice& slice : slices) {
-    slice.count = 1;
-    for (int64_t extent : slice.shape) slice.count *= extent;
+    slice.count = element_count(slice.shape);
     slice.offset = offset;
     offset += slice.count + slice.padding;
   }
-  layout_ = std::move(slices);
-  parameters_ = DeviceBuffer<float>(device_, offset);
-  gradients_ = DeviceBuffer<float>(device_, offset);
-  if (activation_type_ == ElementType::kBf16) compute_copy_ = TypedBuffer(device_, ElementType::kBf16, offset);
+  return slices;
+}
+
+ModelFootprint parameter_footprint(const std::vector<ParameterSlice>& tensors, Precision precision) {
+  ModelFootprint footprint;
+  footprint.parameters = flat_count(laid_out(tensors));
+  for (const ParameterSlice& tensor : tensors)
+    footprint.largest_tensor = std::max(footprint.largest_tensor, element_count(tensor.shape));
+  // As Model::set_layout allocates.
+  if (precision == Precision::kBf16) {
+    footprint.activation_type = ElementType::kBf16;
+    footprint.compute_copy_bytes = footprint.parameters * static_cast<int64_t>(element_bytes(ElementType::kBf16));
+  }
+  footprint.activation_bytes = sizeof(BatchResult);
+  return footprint;
+}
+
+void Model::set_layout(std::vector<ParameterSlice> slices) {
+  layout_ = laid_out(std::move(slices));
+  const int64_t count = flat_count(layout_);
+  parameters_ = DeviceBuffer<float>(device_, count);
+  gradients_ = DeviceBuffer<float>(device_, count);
+  if (activation_type_ == ElementType::kBf16) compute_copy_ = TypedBuffer(device_, ElementType::kBf16, count);
   totals_ = DeviceBuffer<BatchResult>(device_, 1);
   zero_gradients();
 }

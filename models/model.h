@@ -40,6 +40,14 @@ inline int64_t element_count(const std::vector<int64_t>& shape) {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
 }
 
+// The slices with their offsets and counts, one after another in order, each followed by its
+// padding: the flat layout of a model's parameters.
+std::vector<ParameterSlice> laid_out(std::vector<ParameterSlice> slices);
+// The floats of a flat buffer of `layout`, the padding included.
+inline int64_t flat_count(const std::vector<ParameterSlice>& layout) {
+  return layout.empty() ? 0 : layout.back().offset + layout.back().count + layout.back().padding;
+}
+
 // Allocates a model's device buffers, or only counts their bytes (device null): one plan, which
 // the model's constructor allocates with and its footprint (`trainctl estimate`) counts with, so
 // the two cannot disagree.
@@ -71,6 +79,39 @@ struct BatchResult {
   double loss_sum = 0.0;  // summed over loss terms (rows, or tokens), not averaged
   int64_t correct = 0;    // terms whose argmax is the target
 };
+
+struct ModelOptions {
+  int64_t max_examples = 1;  // the largest batch (micro_batch) forward_backward and evaluate get
+  Precision precision = Precision::kFp32;
+  bool recompute = false;
+  Stream stream{};
+};
+
+// What a model of a spec holds and computes for given options, worked out without building it
+// (`trainctl estimate`); tests/test_estimate.cpp holds it to what a built model allocates.
+struct ModelFootprint {
+  int64_t parameters = 0;      // floats of the parameter buffer; the gradient buffer has as many
+  int64_t largest_tensor = 0;  // floats of the largest parameter tensor
+  // What the activations and their gradients are stored in (bf16 for precision bf16).
+  ElementType activation_type = ElementType::kF32;
+  // The parameters' bf16 compute copy, for precision bf16.
+  int64_t compute_copy_bytes = 0;
+  // Every other device buffer the model allocates for options.max_examples examples: the
+  // batch's device copy, activations and their gradients, the loss totals.
+  int64_t activation_bytes = 0;
+  // What the CPU ops keep for themselves beside those buffers (thread_local, grown to the
+  // largest call and kept): operands widened from bf16, attention score matrices.
+  int64_t cpu_scratch_bytes = 0;
+  int64_t host_batch_bytes = 0;  // one micro-batch as the data seam hands it to the model
+  int64_t terms_per_example = 1;          // Model::loss_terms_per_example()
+  const char* term_unit = "samples";      // Model::term_unit()
+  double training_flops_per_term = 0.0;   // Model::training_flops_per_term()
+};
+
+// A footprint with what Model itself allocates for a model of `tensors` (their shapes) in
+// `precision`: the parameters, largest_tensor, the compute copy and the loss totals; the rest for
+// the model kind to fill in.
+ModelFootprint parameter_footprint(const std::vector<ParameterSlice>& tensors, Precision precision);
 
 class Model {
  public:
@@ -133,8 +174,8 @@ class Model {
       : device_(device),
         stream_(stream),
         activation_type_(precision == Precision::kBf16 ? ElementType::kBf16 : ElementType::kF32) {}
-  // Sets the layout (offsets assigned in order) and allocates parameters and gradients for it, and
-  // the compute copy for bf16.
+  // Sets the layout (laid_out) and allocates parameters and gradients for it, and the compute copy
+  // for bf16.
   void set_layout(std::vector<ParameterSlice> slices);
   // The host values of the parameters, uploaded by init_parameters.
   void upload_parameters(const std::vector<float>& host);

@@ -4,7 +4,6 @@
 
 #include <sys/stat.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -97,9 +96,10 @@ DataFootprint token_footprint(const std::string& pattern, const ModelSpec& spec)
 }
 
 const ModelKind kModelKinds[] = {
-    {"mlp", {}, make_mlp, mlp_footprint, open_classification, check_classification, classification_footprint},
-    {"gpt2", {OptionalFamily::norm, OptionalFamily::embedding, OptionalFamily::attention}, make_gpt2, gpt2_footprint, open_tokens,
-     check_tokens, token_footprint},
+    {"mlp", {}, make_mlp, mlp_parameter_tensors, mlp_footprint, open_classification, check_classification,
+     classification_footprint},
+    {"gpt2", {OptionalFamily::norm, OptionalFamily::embedding, OptionalFamily::attention}, make_gpt2,
+     gpt2_parameter_tensors, gpt2_footprint, open_tokens, check_tokens, token_footprint},
 };
 
 }  // namespace
@@ -119,19 +119,8 @@ void require_op_families(const ModelSpec& spec, const Device& device) {
                                       kind.name, fmt::join(missing, ", "), device.name));
 }
 
-ModelFootprint parameter_footprint(const std::vector<ParameterSlice>& tensors, Precision precision) {
-  ModelFootprint footprint;
-  for (const ParameterSlice& tensor : tensors) {
-    footprint.parameters += element_count(tensor.shape) + tensor.padding;
-    footprint.largest_tensor = std::max(footprint.largest_tensor, element_count(tensor.shape));
-  }
-  // As Model::set_layout allocates.
-  if (precision == Precision::kBf16) {
-    footprint.activation_type = ElementType::kBf16;
-    footprint.compute_copy_bytes = footprint.parameters * static_cast<int64_t>(element_bytes(ElementType::kBf16));
-  }
-  footprint.activation_bytes = sizeof(BatchResult);
-  return footprint;
+std::vector<ParameterSlice> parameter_layout(const ModelSpec& spec) {
+  return laid_out(model_kind(spec).parameter_tensors(spec));
 }
 
 std::unique_ptr<Model> build_model(const ModelSpec& spec, const Device& device, const ModelOptions& options) {

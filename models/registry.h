@@ -22,34 +22,6 @@ class ModelInputError : public BadInput {
   using BadInput::BadInput;
 };
 
-struct ModelOptions {
-  int64_t max_examples = 1;  // the largest batch (micro_batch) forward_backward and evaluate get
-  Precision precision = Precision::kFp32;
-  bool recompute = false;
-  Stream stream{};
-};
-
-// What a model of a spec holds and computes for given options, worked out without building it
-// (`trainctl estimate`); tests/test_estimate.cpp holds it to what a built model allocates.
-struct ModelFootprint {
-  int64_t parameters = 0;      // floats of the parameter buffer; the gradient buffer has as many
-  int64_t largest_tensor = 0;  // floats of the largest parameter tensor
-  // What the activations and their gradients are stored in (bf16 for precision bf16).
-  ElementType activation_type = ElementType::kF32;
-  // The parameters' bf16 compute copy, for precision bf16.
-  int64_t compute_copy_bytes = 0;
-  // Every other device buffer the model allocates for options.max_examples examples: the
-  // batch's device copy, activations and their gradients, the loss totals.
-  int64_t activation_bytes = 0;
-  // What the CPU ops keep for themselves beside those buffers (thread_local, grown to the
-  // largest call and kept): operands widened from bf16, attention score matrices.
-  int64_t cpu_scratch_bytes = 0;
-  int64_t host_batch_bytes = 0;  // one micro-batch as the data seam hands it to the model
-  int64_t terms_per_example = 1;          // Model::loss_terms_per_example()
-  const char* term_unit = "samples";      // Model::term_unit()
-  double training_flops_per_term = 0.0;   // Model::training_flops_per_term()
-};
-
 // What a data file holds in memory once open_data has read it, from its headers alone.
 struct DataFootprint {
   int64_t bytes = 0;
@@ -63,6 +35,8 @@ struct ModelKind {
   const char* name;  // model.kind
   std::vector<OptionalFamily> needs;
   std::unique_ptr<Model> (*build)(const ModelSpec& spec, const Device& device, const ModelOptions& options);
+  // The model's parameter tensors in state_dict order, which build lays out (laid_out).
+  std::vector<ParameterSlice> (*parameter_tensors)(const ModelSpec& spec);
   // What build would allocate for `options`, worked out without building.
   ModelFootprint (*footprint)(const ModelSpec& spec, const ModelOptions& options);
   // Opens `path` (data.train or data.val, after path resolution) as this model's data, checked
@@ -77,14 +51,12 @@ struct ModelKind {
 
 const ModelKind& model_kind(const ModelSpec& spec);
 
-// A footprint with what Model itself allocates for a model of `tensors` (their shapes) in
-// `precision`: the parameters, largest_tensor, the compute copy and the loss totals; the rest for
-// the model kind to fill in.
-ModelFootprint parameter_footprint(const std::vector<ParameterSlice>& tensors, Precision precision);
-
 // Throws ModelInputError when `device` lacks an op family the model of `spec` needs: checked
 // before a device is bound, so that the message does not depend on one being present.
 void require_op_families(const ModelSpec& spec, const Device& device);
+
+// The flat layout of the parameters of a model of `spec`, as a built one's parameter_layout().
+std::vector<ParameterSlice> parameter_layout(const ModelSpec& spec);
 
 // Builds the model of `spec` on `device` (require_op_families first).
 std::unique_ptr<Model> build_model(const ModelSpec& spec, const Device& device, const ModelOptions& options);

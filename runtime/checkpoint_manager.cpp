@@ -1,7 +1,6 @@
 // The checkpoint manager: see checkpoint_manager.h.
 #include "checkpoint_manager.h"
 
-#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -10,12 +9,14 @@
 #include <fstream>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "atomic_file.h"
 #include "bad_input.h"
+#include "checkpoint_directory.h"
+#include "checkpoint_file.h"
 #include "exit_codes.h"
 #include "model_weights.h"
+#include "named_tensors.h"
 #include "rank_failure.h"
 #include "signals.h"
 #include "test_hooks.h"
@@ -38,15 +39,8 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
-
-// Hugging Face's conventions for saved models: a head model's base-model tensors may be stored
-// without the base model's prefix (the Hub's GPT-2 files are), and some stored tensors are no
-// parameters: GPT-2's causal-mask buffers, and the LM head that is tied to wte.
-constexpr std::string_view kBaseModelPrefix = "transformer.";
-bool is_stored_but_no_parameter(const std::string& name) {
-  return name == "lm_head.weight" || name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
-}
+// How messages name a checkpoint whose tensors do not fit (named_tensors.h).
+std::string checkpoint_source(const std::string& path) { return fmt::format("checkpoint {}", path); }
 
 }  // namespace
 
@@ -85,7 +79,9 @@ void CheckpointManager::fill_meta(CheckpointMeta& meta, const TrainingPosition& 
   meta.optimizer = optimizer_.name();
   meta.optimizer_step = optimizer_.step_count();
   meta.loss = position.loss;
-  meta.best = position.best;
+  meta.best_val_loss = position.best.val_loss;
+  meta.best_step = position.best.step;
+  meta.evals_since_best = position.best.evals_since_best;
   meta.config_text = config_text_;
   meta.tokenizer_path = spec_.data.tokenizer.value_or("");
   meta.tokenizer_hash = tokenizer_hash_;
@@ -269,35 +265,25 @@ void CheckpointManager::keep_as_best(const std::string& path) const {
     fsync_path(target.string());
   } else {
     fs::create_directories(best_dir);
-    fs::path sidecar = checkpoint;
-    sidecar.replace_extension(".json");
+    const fs::path sidecar = sidecar_path(path);
     link(sidecar, best_dir / sidecar.filename());
     link(checkpoint, best_dir / checkpoint.filename());
   }
   for (const CheckpointEntry& older : list_checkpoints(best_dir.string())) {
     if (older.path == (best_dir / checkpoint.filename()).string()) continue;
-    fs::path older_sidecar(older.path);
-    older_sidecar.replace_extension(".json");
     fs::remove_all(older.path);
-    fs::remove(older_sidecar);
+    fs::remove(sidecar_path(older.path));
   }
   fsync_path(best_dir.string());
 }
 
+// In this order, so that the first difference is the one reported.
 void CheckpointManager::check_fits(const Checkpoint& checkpoint, const std::string& path) const {
   const std::string kind = spec_.model.kind();
   if (checkpoint.meta.model_kind != kind)
     throw BadInput(fmt::format("checkpoint {} holds a model of kind \"{}\" but the config's model.kind is \"{}\"",
                                path, checkpoint.meta.model_kind, kind));
-  const auto& layout = model_.parameter_layout();
-  if (checkpoint.model.size() != layout.size())
-    throw BadInput(fmt::format("checkpoint {} holds {} model tensors but the config's model has {}", path,
-                               checkpoint.model.size(), layout.size()));
-  for (size_t i = 0; i < layout.size(); ++i)
-    if (checkpoint.model[i].name != layout[i].name || checkpoint.model[i].shape != layout[i].shape)
-      throw BadInput(fmt::format("checkpoint {} does not fit the config's model: it has {} {}, the config needs {} {}",
-                                 path, checkpoint.model[i].name, shape_text(checkpoint.model[i].shape),
-                                 layout[i].name, shape_text(layout[i].shape)));
+  match_tensors(checkpoint.model, model_.parameter_layout(), TensorMatch::kCheckpoint, checkpoint_source(path));
   if (checkpoint.meta.optimizer != optimizer_.name())
     throw BadInput(fmt::format("checkpoint {} was written with optimizer {} but the config uses {}", path,
                                checkpoint.meta.optimizer, optimizer_.name()));
@@ -305,20 +291,6 @@ void CheckpointManager::check_fits(const Checkpoint& checkpoint, const std::stri
     throw BadInput(fmt::format("checkpoint {} was written with global batch {} but this run's is {} "
                                "(micro_batch x grad_accum x ranks)",
                                path, checkpoint.meta.global_batch, global_batch_));
-}
-
-// The checkpoint's tensors named "<parameter><suffix>", flattened in the model's layout.
-std::vector<float> CheckpointManager::flatten(const std::vector<Tensor>& tensors, const std::string& suffix,
-                                              const std::string& path) const {
-  std::vector<float> flat(static_cast<size_t>(model_.parameter_count()));
-  for (const ParameterSlice& slice : model_.parameter_layout()) {
-    auto found = std::find_if(tensors.begin(), tensors.end(),
-                              [&](const Tensor& tensor) { return tensor.name == slice.name + suffix; });
-    if (found == tensors.end() || static_cast<int64_t>(found->values.size()) != slice.count)
-      throw BadInput(fmt::format("checkpoint {} lacks {}{} of {} values", path, slice.name, suffix, slice.count));
-    std::copy(found->values.begin(), found->values.end(), flat.begin() + slice.offset);
-  }
-  return flat;
 }
 
 // Rank 0 picks and reads the checkpoint, then broadcasts it, so all ranks agree on one file.
@@ -333,13 +305,17 @@ std::optional<ResumedCheckpoint> CheckpointManager::resume() {
     for (const std::string& skipped : point.skipped)
       fmt::print(stderr, "trainctl-runtime: warning: skipping a checkpoint that does not verify: {}\n", skipped);
     if (point.checkpoint) {
-      check_fits(*point.checkpoint, point.path);
-      flat_state.push_back(flatten(point.checkpoint->model, "", point.path));
+      const Checkpoint& checkpoint = *point.checkpoint;
+      check_fits(checkpoint, point.path);
+      const auto& layout = model_.parameter_layout();
+      const std::string source = checkpoint_source(point.path);
+      flat_state.push_back(flatten_tensors(checkpoint.model, layout, TensorMatch::kCheckpoint, source));
       for (auto& [state_name, buffer] : optimizer_.state())
-        flat_state.push_back(flatten(point.checkpoint->optimizer_state, "/" + state_name, point.path));
-      position = {point.checkpoint->meta.step, point.checkpoint->meta.optimizer_step, 1};
-      loss = point.checkpoint->meta.loss;
-      best = point.checkpoint->meta.best;
+        flat_state.push_back(
+            flatten_tensors(checkpoint.optimizer_state, layout, TensorMatch::kCheckpoint, source, state_name));
+      position = {checkpoint.meta.step, checkpoint.meta.optimizer_step, 1};
+      loss = checkpoint.meta.loss;
+      best = {checkpoint.meta.best_val_loss, checkpoint.meta.best_step, checkpoint.meta.evals_since_best};
       resumed.path = point.path;
     }
   }
@@ -378,26 +354,8 @@ void CheckpointManager::initialize_from(const std::string& path) {
     } catch (const std::runtime_error& error) {
       throw BadInput(fmt::format("train.init_from: {}", error.what()));
     }
-    std::vector<bool> used(tensors.size(), false);
-    for (const ParameterSlice& slice : model_.parameter_layout()) {
-      const std::string base_name =
-          slice.name.starts_with(kBaseModelPrefix) ? slice.name.substr(kBaseModelPrefix.size()) : slice.name;
-      const auto found = std::find_if(tensors.begin(), tensors.end(), [&](const Tensor& tensor) {
-        return tensor.name == slice.name || tensor.name == base_name;
-      });
-      if (found == tensors.end())
-        throw BadInput(fmt::format("train.init_from: {} has no tensor {}, which the config's model needs", path,
-                                   slice.name));
-      if (found->shape != slice.shape)
-        throw BadInput(fmt::format("train.init_from: {} holds {} {} but the config's model needs {}", path,
-                                   found->name, shape_text(found->shape), shape_text(slice.shape)));
-      std::copy(found->values.begin(), found->values.end(), flat.begin() + slice.offset);
-      used[static_cast<size_t>(found - tensors.begin())] = true;
-    }
-    for (size_t i = 0; i < tensors.size(); ++i)
-      if (!used[i] && !is_stored_but_no_parameter(tensors[i].name))
-        throw BadInput(fmt::format("train.init_from: {} holds {} {}, which the config's model has no place for", path,
-                                   tensors[i].name, shape_text(tensors[i].shape)));
+    flat = flatten_tensors(tensors, model_.parameter_layout(), TensorMatch::kPretrained,
+                           fmt::format("train.init_from: {}", path));
   }
   comm_.broadcast(flat.data(), flat.size() * sizeof(float));
   model_.device().memory.upload(Stream{}, model_.parameters(), flat.data(), flat.size() * sizeof(float));

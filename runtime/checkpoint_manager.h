@@ -12,11 +12,13 @@
 //     linked into checkpoints/best/, which pruning never touches;
 //   - resume: rank 0 picks the newest checkpoint that verifies (falling back past corrupt ones and
 //     step directories without a valid manifest), checks that it fits this run (model kind, tensor
-//     names and shapes, optimizer, global batch), and broadcasts it; every rank loads its part, so
-//     a checkpoint of any world size, sharded or not, resumes at any other;
+//     names and shapes by models/named_tensors.h, optimizer, global batch), and broadcasts it;
+//     every rank loads its part, so a checkpoint of any world size, sharded or not, resumes at any
+//     other;
 //   - initial weights (train.init_from): rank 0 reads the model's tensors from a safetensors
-//     file or a checkpoint, checks each name and shape, and broadcasts them.
-// The file formats themselves are storage/checkpoint_file.h and storage/sharded_checkpoint.h.
+//     file or a checkpoint, matches them to the model (models/named_tensors.h), and broadcasts them.
+// The file formats themselves are storage/checkpoint_file.h and storage/sharded_checkpoint.h, the
+// checkpoints directory's listing and pruning storage/checkpoint_directory.h.
 #pragma once
 
 #include <atomic>
@@ -27,8 +29,9 @@
 #include <string>
 #include <thread>
 
-#include "checkpoint_file.h"
+#include "checkpoint.h"
 #include "comm.h"
+#include "early_stopping.h"
 #include "model.h"
 #include "optimizer.h"
 #include "run_layout.h"
@@ -82,10 +85,9 @@ class CheckpointManager {
   // there is none. Throws BadInput when it does not fit the run.
   std::optional<ResumedCheckpoint> resume();
   // Collective. Loads the weights in `path` (storage/model_weights.h) into the model, leaving the
-  // optimizer fresh. Names are the model's, or Hugging Face's without the base model's
-  // "transformer." prefix (as the Hub's GPT-2 files have them); the causal-mask buffers and the
-  // tied lm_head.weight are skipped. Throws BadInput naming the first tensor that is missing,
-  // shaped differently, or has no place in the model.
+  // optimizer fresh; they match as TensorMatch::kPretrained (models/named_tensors.h) says. Throws
+  // BadInput naming the first tensor that is missing, shaped differently, or has no place in the
+  // model.
   void initialize_from(const std::string& path);
   // Collective. Saves the state at `position`; `new_best`: its validation loss is the best so far
   // (with keep_best, it becomes the one in checkpoints/best/). First publishes the write in
@@ -119,8 +121,6 @@ class CheckpointManager {
   SavedCheckpoint publish(Write& write, bool durable);
   void keep_as_best(const std::string& path) const;
   void check_fits(const Checkpoint& checkpoint, const std::string& path) const;
-  std::vector<float> flatten(const std::vector<Tensor>& tensors, const std::string& suffix,
-                             const std::string& path) const;
 
   const RunLayout& layout_;
   const RunSpec& spec_;

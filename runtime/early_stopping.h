@@ -6,12 +6,20 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 
-#include "checkpoint_file.h"
 #include "train_spec.h"
 
 namespace trainctl {
+
+// The best validation loss so far: what early stopping and checkpoint.keep_best judge by.
+// CheckpointMeta (storage/checkpoint.h) stores its fields.
+struct BestValidation {
+  double val_loss = std::numeric_limits<double>::quiet_NaN();  // NaN: no evaluation yet
+  int64_t step = 0;              // the step of that evaluation
+  int64_t evals_since_best = 0;  // evaluations since, none of which improved on it
+};
 
 // Records the evaluation at `step` in `best`; returns whether it is the new best. A non-finite
 // loss never improves.

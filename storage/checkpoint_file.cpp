@@ -1,14 +1,8 @@
-// Checkpoints: see checkpoint_file.h for the layout and the guarantees.
+// The single-file checkpoint format: see checkpoint_file.h for the layout and the guarantees.
 #include "checkpoint_file.h"
 
-#include <zlib.h>
-
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -16,7 +10,6 @@
 #include "atomic_file.h"
 #include "checkpoint_io.h"
 #include "json.h"
-#include "sharded_checkpoint.h"
 
 namespace trainctl {
 
@@ -36,10 +29,6 @@ std::string sidecar_json(const CheckpointMeta& meta, const FileChecksum& checksu
   sidecar["file_bytes"] = checksum.bytes;
   sidecar["file_crc32"] = checksum.crc32;
   return json_text(sidecar) + "\n";
-}
-
-std::string sidecar_path(const std::string& checkpoint_path) {
-  return fs::path(checkpoint_path).replace_extension(".json").string();
 }
 
 // Compares the file with its sidecar's record before anything parses it: HDF5 is not robust
@@ -68,15 +57,6 @@ void verify_file_checksum(const std::string& path) {
                                       sidecar_name, crc32->get<uint64_t>()));
 }
 
-// The step a step-N.h5 file's or a step-N directory's name carries; none for other names. At most
-// 18 digits, so that it fits int64.
-std::optional<int64_t> step_in_file_name(const std::string& file_name) {
-  static const std::regex name_pattern(R"(step-(\d{1,18})(\.h5)?)");
-  std::smatch match;
-  if (!std::regex_match(file_name, match, name_pattern)) return std::nullopt;
-  return std::stoll(match[1].str());
-}
-
 void write_checkpoint_file(const std::string& path, const Checkpoint& checkpoint, const std::function<void()>& midway) {
   H5Handle file = create_file(path);
   {
@@ -101,6 +81,10 @@ void write_checkpoint_file(const std::string& path, const Checkpoint& checkpoint
 
 std::string checkpoint_file_name(int64_t step) { return fmt::format("step-{:08d}.h5", step); }
 
+std::string sidecar_path(const std::string& checkpoint_path) {
+  return fs::path(checkpoint_path).replace_extension(".json").string();
+}
+
 std::string save_checkpoint(const std::string& dir, const Checkpoint& checkpoint, const std::function<void()>& midway) {
   const std::string final_path = (fs::path(dir) / checkpoint_file_name(checkpoint.meta.step)).string();
   const std::string sidecar = sidecar_path(final_path);
@@ -121,99 +105,21 @@ std::string save_checkpoint(const std::string& dir, const Checkpoint& checkpoint
   return final_path;
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
-  try {
-    Checkpoint checkpoint;
-    if (fs::is_directory(path)) {
-      checkpoint = load_sharded_checkpoint(path);
-    } else {
-      verify_file_checksum(path);
-      H5Handle file = open_file(path);
-      checkpoint.meta = read_meta(file.get());
-      H5Handle model = open_group(file.get(), "model");
-      for (const std::string& name : child_names(model.get()))
-        checkpoint.model.push_back(read_tensor(model.get(), name, name));
-      H5Handle optimizer = open_group(file.get(), "optimizer");
-      for (const std::string& param : child_names(optimizer.get())) {
-        H5Handle group = open_group(optimizer.get(), param);
-        for (const std::string& state : child_names(group.get()))
-          checkpoint.optimizer_state.push_back(read_tensor(group.get(), state, param + "/" + state));
-      }
-    }
-    const std::optional<int64_t> named_step = step_in_file_name(fs::path(path).filename().string());
-    if (named_step && *named_step != checkpoint.meta.step)
-      throw CheckpointError(
-          fmt::format("its name says step {} but it stores step {}", *named_step, checkpoint.meta.step));
-    return checkpoint;
-  } catch (const CheckFailure& failure) {
-    throw CheckpointError(fmt::format("{}: not a readable checkpoint ({})", path, failure.what()));
-  } catch (const CheckpointError& error) {
-    throw CheckpointError(fmt::format("{}: {}", path, error.what()));
+Checkpoint load_checkpoint_file(const std::string& path) {
+  verify_file_checksum(path);
+  Checkpoint checkpoint;
+  H5Handle file = open_file(path);
+  checkpoint.meta = read_meta(file.get());
+  H5Handle model = open_group(file.get(), "model");
+  for (const std::string& name : child_names(model.get()))
+    checkpoint.model.push_back(read_tensor(model.get(), name, name));
+  H5Handle optimizer = open_group(file.get(), "optimizer");
+  for (const std::string& param : child_names(optimizer.get())) {
+    H5Handle group = open_group(optimizer.get(), param);
+    for (const std::string& state : child_names(group.get()))
+      checkpoint.optimizer_state.push_back(read_tensor(group.get(), state, param + "/" + state));
   }
-}
-
-bool is_one_checkpoint(const std::string& path) {
-  if (fs::is_regular_file(path)) return true;
-  if (!fs::is_directory(path)) return false;
-  if (fs::exists(fs::path(path) / kManifestName)) return true;
-  for (const auto& file : fs::directory_iterator(path))
-    if (file.path().filename().string().starts_with("shard-")) return true;
-  return false;
-}
-
-uint64_t checkpoint_bytes(const std::string& path) {
-  if (!fs::is_directory(path)) return fs::file_size(path);
-  uint64_t bytes = 0;
-  for (const auto& file : fs::directory_iterator(path))
-    if (file.is_regular_file()) bytes += file.file_size();
-  return bytes;
-}
-
-std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {
-  std::vector<CheckpointEntry> entries;
-  if (!fs::is_directory(dir)) return entries;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    // A step-N.h5 that is a directory, or a step-N that is a file, is neither shape.
-    if (entry.is_directory() == name.ends_with(".h5")) continue;
-    if (const std::optional<int64_t> step = step_in_file_name(name)) entries.push_back({entry.path().string(), *step});
-  }
-  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
-  return entries;
-}
-
-ResumePoint load_latest_valid(const std::string& dir) {
-  ResumePoint resume;
-  for (const CheckpointEntry& entry : list_checkpoints(dir)) {
-    try {
-      resume.checkpoint = load_checkpoint(entry.path);
-      resume.path = entry.path;
-      return resume;
-    } catch (const CheckpointError& error) {
-      resume.skipped.push_back(error.what());
-    }
-  }
-  return resume;
-}
-
-void prune_checkpoints(const std::string& dir, int64_t keep_last) {
-  // Temporaries left by a writer that crashed, sidecars whose file a crash kept from being
-  // published, and step directories whose manifest it kept from being written; saves are
-  // serialized and none is in flight when the saver prunes, so none is in use now.
-  static const std::regex temporary_pattern(R"(\.step-\d+\.(h5|json)\.tmp-\d+)");
-  static const std::regex sidecar_pattern(R"(step-\d+\.json)");
-  for (const auto& file : fs::directory_iterator(dir)) {
-    const std::string name = file.path().filename().string();
-    if (std::regex_match(name, temporary_pattern) ||
-        (std::regex_match(name, sidecar_pattern) && !fs::exists(fs::path(file.path()).replace_extension(".h5"))) ||
-        (file.is_directory() && step_in_file_name(name) && !fs::exists(file.path() / kManifestName)))
-      fs::remove_all(file.path());
-  }
-  std::vector<CheckpointEntry> entries = list_checkpoints(dir);
-  for (size_t i = static_cast<size_t>(keep_last); i < entries.size(); ++i) {
-    fs::remove_all(entries[i].path);
-    fs::remove(sidecar_path(entries[i].path));
-  }
+  return checkpoint;
 }
 
 }  // namespace trainctl

@@ -1,5 +1,5 @@
-// What both shapes of a checkpoint, one file (checkpoint_file.h) and a step directory of shards
-// (sharded_checkpoint.h), are written and read with: the whole-file checksum, tensors with a
+// What both HDF5 shapes of a checkpoint, one file (checkpoint_file.h) and a step directory of
+// shards (sharded_checkpoint.h), are written and read with: the whole-file checksum, tensors with a
 // CRC-32 attribute each, the training position as attributes on "/", and the reason a save
 // failed. Internal to storage/.
 #pragma once
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "checkpoint_file.h"
+#include "checkpoint.h"
 #include "hdf5_file.h"
 
 namespace trainctl {
@@ -37,9 +37,9 @@ void for_each_meta_attribute(Meta& meta, Visit visit) {
   visit("optimizer", meta.optimizer);
   visit("optimizer_step", meta.optimizer_step);
   visit("loss", meta.loss);
-  visit("best_val_loss", meta.best.val_loss);
-  visit("best_step", meta.best.step);
-  visit("evals_since_best", meta.best.evals_since_best);
+  visit("best_val_loss", meta.best_val_loss);
+  visit("best_step", meta.best_step);
+  visit("evals_since_best", meta.evals_since_best);
   visit("config", meta.config_text);
   visit("hostnames", meta.hostnames);
   visit("trainctl_version", meta.trainctl_version);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "checkpoint_directory.h"
 #include "safetensors.h"
 #include "sharded_checkpoint.h"
 

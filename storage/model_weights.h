@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint_file.h"
+#include "checkpoint.h"
 
 namespace trainctl {
 

@@ -9,9 +9,9 @@
 //                                 tensors' names, shapes and offsets in the flat state, and each
 //                                 shard file with its range, size and CRC-32
 // A step directory is a checkpoint once its manifest is published and every file it lists has the
-// size and checksum it records; load_checkpoint (checkpoint_file.h) reads one whole, at any world
-// size, and list_checkpoints, load_latest_valid and prune_checkpoints treat it as they treat a
-// step-N.h5.
+// size and checksum it records; load_checkpoint (checkpoint_directory.h) reads one whole, at any
+// world size, and list_checkpoints, load_latest_valid and prune_checkpoints treat it as they treat
+// a step-N.h5.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "checkpoint_file.h"
+#include "checkpoint.h"
 
 namespace trainctl {
 

@@ -1,6 +1,6 @@
-// Tests for checkpoints (storage/checkpoint_file.cpp over storage/hdf5_file.cpp and
-// common/atomic_file.cpp): a save/load round trip that keeps every stored field and tensor
-// bit for bit, in state_dict order, with its step-N.json sidecar and the file's checksum in it;
+// Tests for checkpoints (storage/checkpoint_file.cpp and storage/checkpoint_directory.cpp over
+// storage/hdf5_file.cpp and common/atomic_file.cpp): a save/load round trip that keeps every
+// stored field and tensor bit for bit, in state_dict order, with its step-N.json sidecar and the file's checksum in it;
 // listing newest first without temporaries or strangers; pruning to the newest k with their
 // sidecars; the errors for a flipped data byte (located with H5Dget_offset), a rewritten step or
 // config attribute, a flipped byte in the superblock or an object header, a truncated file, a
@@ -29,6 +29,7 @@
 #include <zlib.h>
 
 #include "atomic_file.h"
+#include "checkpoint_directory.h"
 #include "checkpoint_file.h"
 #include "hdf5_file.h"
 #include "json.h"
@@ -100,6 +101,9 @@ Checkpoint make_checkpoint(int64_t step) {
   meta.optimizer = "adamw";
   meta.optimizer_step = step;
   meta.loss = 0.1234567890123456789;
+  meta.best_val_loss = 0.75;
+  meta.best_step = step - 2;
+  meta.evals_since_best = 2;
   meta.config_text = "[train]\nsteps = 600  # \"quoted\" and ünïcode\n";
   meta.hostnames = "node1,node2";
   meta.tokenizer_path = "/data/gpt2-tokenizer";
@@ -264,6 +268,9 @@ TEST_CASE("a saved checkpoint loads back with every field and tensor bit for bit
   CHECK(meta.optimizer == "adamw");
   CHECK(meta.optimizer_step == 7);
   CHECK(meta.loss == saved.meta.loss);
+  CHECK(meta.best_val_loss == 0.75);
+  CHECK(meta.best_step == 5);
+  CHECK(meta.evals_since_best == 2);
   CHECK(meta.config_text == saved.meta.config_text);
   CHECK(meta.hostnames == "node1,node2");
   CHECK(meta.tokenizer_path == "/data/gpt2-tokenizer");

@@ -19,6 +19,7 @@
 #include "gpt2.h"
 #include "job_spec.h"
 #include "mlp.h"
+#include "registry.h"
 #include "token_file.h"
 #include "token_source.h"
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "checkpoint_file.h"
+#include "checkpoint_directory.h"
 #include "checkpoint_input.h"
 
 namespace {
