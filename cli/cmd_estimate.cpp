@@ -212,13 +212,13 @@ Measurement measure(const Config& config, int64_t steps) {
   fmt::print(stderr, "measuring {} step(s) of one rank with {} thread(s) on this machine...\n", steps,
              std::getenv("OPENBLAS_NUM_THREADS"));
   const auto started = std::chrono::steady_clock::now();
-  const int code = run_runtime_locally(run_dir, 1, log);
+  const ProcessEnd end = run_runtime_locally(run_dir, 1, log);
   Measurement measurement;
   measurement.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (code == exit_code::kBadConfig)
+  if (end == ProcessEnd::exited(exit_code::kBadConfig))
     throw UsageError(fmt::format("the runtime rejected its input:{}", last_lines(log, 20)));
-  if (code != exit_code::kDone)
-    throw Failure(fmt::format("the measuring run failed with exit code {}:{}", code, last_lines(log, 20)));
+  if (end != ProcessEnd::exited(exit_code::kDone))
+    throw Failure(fmt::format("the measuring run {}:{}", end.description(), last_lines(log, 20)));
   rusage usage{};
   getrusage(RUSAGE_CHILDREN, &usage);
   measurement.peak_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux counts KiB
