@@ -432,9 +432,7 @@ class Run {
         metrics_.log_event(saved.step, "checkpoint_failed", saved.failure);
         continue;
       }
-      metrics_.log_event(saved.step, "checkpoint",
-                         fmt::format("{} ({:.1f} MB in {:.3f} s, {:.0f} MB/s)", saved.path, saved.megabytes,
-                                     saved.seconds, saved.megabytes / saved.seconds));
+      metrics_.log_checkpoint({saved.step, saved.path, saved.megabytes, saved.seconds});
     }
   }
 
