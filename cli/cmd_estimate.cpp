@@ -17,7 +17,6 @@
 #include <fstream>
 #include <numeric>
 #include <optional>
-#include <regex>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -26,9 +25,9 @@
 #include "config_file.h"
 #include "errors.h"
 #include "exit_codes.h"
-#include "json.h"
 #include "local_runtime.h"
 #include "memory_estimate.h"
+#include "metrics_file.h"
 #include "preflight.h"
 
 namespace trainctl {
@@ -155,25 +154,13 @@ std::string last_lines(const std::string& path, size_t count) {
   return text;
 }
 
-// The checkpoint event's detail: "PATH (X MB in S s, R MB/s)", as runtime/trainer.cpp logs it.
-void read_checkpoint_event(const Json& record, Measurement& measurement) {
-  static const std::regex written(R"(\(([0-9.]+) MB in ([0-9.]+) s)");
-  std::smatch match;
-  const std::string detail = record.value("detail", "");
-  if (!std::regex_search(detail, match, written)) return;
-  measurement.checkpoint_megabytes = std::stod(match[1].str());
-  measurement.checkpoint_seconds = std::stod(match[2].str());
-}
-
 void read_metrics(const std::string& path, Measurement& measurement) {
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    const Json record = parse_json_line(line);
-    if (record.is_discarded()) continue;
-    if (const std::optional<double> seconds = number_at(record, "step_time_s"))
-      measurement.step_seconds.push_back(*seconds);
-    else if (record.value("event", "") == "checkpoint")
-      read_checkpoint_event(record, measurement);
+  for (const MetricsLine& line : read_metrics_file(path)) {
+    if (line.train && std::isfinite(line.train->step_seconds)) measurement.step_seconds.push_back(line.train->step_seconds);
+    if (line.checkpoint) {
+      measurement.checkpoint_megabytes = line.checkpoint->megabytes;
+      measurement.checkpoint_seconds = line.checkpoint->seconds;
+    }
   }
   if (measurement.step_seconds.empty() || measurement.checkpoint_seconds <= 0.0)
     throw Failure(fmt::format("the measuring run logged no step times or no checkpoint in {}", path));
@@ -212,13 +199,13 @@ Measurement measure(const Config& config, int64_t steps) {
   fmt::print(stderr, "measuring {} step(s) of one rank with {} thread(s) on this machine...\n", steps,
              std::getenv("OPENBLAS_NUM_THREADS"));
   const auto started = std::chrono::steady_clock::now();
-  const int code = run_runtime_locally(run_dir, 1, log);
+  const ProcessEnd end = run_runtime_locally(run_dir, 1, log);
   Measurement measurement;
   measurement.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (code == exit_code::kBadConfig)
+  if (end == ProcessEnd::exited(exit_code::kBadConfig))
     throw UsageError(fmt::format("the runtime rejected its input:{}", last_lines(log, 20)));
-  if (code != exit_code::kDone)
-    throw Failure(fmt::format("the measuring run failed with exit code {}:{}", code, last_lines(log, 20)));
+  if (end != ProcessEnd::exited(exit_code::kDone))
+    throw Failure(fmt::format("the measuring run {}:{}", end.description(), last_lines(log, 20)));
   rusage usage{};
   getrusage(RUSAGE_CHILDREN, &usage);
   measurement.peak_rss_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux counts KiB

@@ -39,9 +39,11 @@ void add_run_command(CLI::App& app) {
     run_dir.prepare(run_files(config.table, config.path), options->resume);
 
     export_thread_counts(config.job);
+    const std::optional<ProcessEnd> runtime_end =
+        config.program ? std::nullopt : std::optional(run_runtime_locally(run_dir, options->ranks));
     // A resumed program is told it is not on its first run, as after a requeue.
-    const int code = config.program ? run_local_ranks(run_dir, options->ranks, options->resume ? 1 : 0)
-                                    : run_runtime_locally(run_dir, options->ranks);
+    const int code = runtime_end ? runtime_end->shell_code()
+                                 : run_local_ranks(run_dir, options->ranks, options->resume ? 1 : 0);
     if (code == exit_code::kDone) {
       fmt::print("run complete: {}\n", run_dir.path());
       return;
@@ -53,7 +55,7 @@ void add_run_command(CLI::App& app) {
                                 options->ranks > 1 ? fmt::format(" --ranks {}", options->ranks) : ""));
     if (config.program) throw Failure(fmt::format("the program failed with exit code {} (see above)", code));
     if (code == exit_code::kBadConfig) throw UsageError("the runtime rejected its input (see above)");
-    throw Failure(fmt::format("the runtime failed with exit code {}", code));
+    throw Failure(fmt::format("the runtime {}", runtime_end->description()));
   });
 }
 

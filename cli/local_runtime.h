@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "child_process.h"
 #include "job_spec.h"
 #include "run_dir.h"
 
@@ -15,8 +16,9 @@ namespace trainctl {
 void export_thread_counts(const JobSpec& job);
 
 // Runs trainctl-runtime on `run_dir` and waits for it: one process, or `ranks` under mpirun.
-// With an `output` path, its stdout and stderr go to that file. Returns its exit code.
-int run_runtime_locally(const RunDir& run_dir, int ranks, const std::string& output = "");
+// With an `output` path, its stdout and stderr go to that file. Returns how it ended; throws
+// CannotStart when it (or mpirun) cannot be run.
+ProcessEnd run_runtime_locally(const RunDir& run_dir, int ranks, const std::string& output = "");
 
 // The memory trainctl-runtime holds once started, its libraries loaded and MPI up
 // (trainctl-runtime --startup-memory): the part of every rank's memory that depends on how it was

@@ -1,14 +1,14 @@
 // The charts of `trainctl plot`: see loss_plot.h.
 #include "loss_plot.h"
 
+#include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "errors.h"
-#include "json.h"
+#include "metrics_file.h"
 #include "sweep_status.h"
 
 namespace trainctl {
@@ -40,17 +40,11 @@ std::string loss_plot_hint(const std::string& dir) {
 
 MetricsHistory read_metrics_history(const RunDir& run) {
   MetricsHistory history;
-  std::ifstream in(run.metrics());
-  for (std::string line; std::getline(in, line);) {
-    // A line that does not parse is the one the runtime is appending right now.
-    const Json record = parse_json_line(line);
-    if (!record.is_object() || record.contains("event")) continue;
-    const std::optional<double> step = number_at(record, "step");
-    if (!step) continue;
-    const auto at = static_cast<int64_t>(*step);
-    if (auto loss = number_at(record, "loss")) history.loss[at] = *loss;
-    if (auto lr = number_at(record, "lr")) history.lr[at] = *lr;
-    if (auto val_loss = number_at(record, "val_loss")) history.val_loss[at] = *val_loss;
+  for (const MetricsLine& line : read_metrics_file(run.metrics())) {
+    if (line.event) continue;
+    if (line.train && std::isfinite(line.train->loss)) history.loss[line.step] = line.train->loss;
+    if (line.train && std::isfinite(line.train->lr)) history.lr[line.step] = line.train->lr;
+    if (line.eval && std::isfinite(line.eval->val_loss)) history.val_loss[line.step] = line.eval->val_loss;
   }
   return history;
 }

@@ -3,32 +3,28 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <fstream>
 #include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "metrics_file.h"
+
 namespace trainctl {
 
 namespace {
 void read_metrics(const std::string& path, RunStatus& status) {
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    // A line that does not parse is the one the runtime is appending right now.
-    const Json record = parse_json_line(line);
-    if (!record.is_object()) continue;
-    const std::optional<double> step = number_at(record, "step");
-    if (!step) continue;
-    if (auto event = record.find("event"); event != record.end() && *event == "early_stop")
-      status.stopped_early_at = static_cast<int64_t>(*step);
-    if (auto loss = number_at(record, "loss")) {
-      status.loss = loss;
-      status.step = static_cast<int64_t>(*step);
+  for (const MetricsLine& line : read_metrics_file(path)) {
+    if (line.event && line.event->event == "early_stop") status.stopped_early_at = line.step;
+    if (line.train && std::isfinite(line.train->loss)) {
+      status.loss = line.train->loss;
+      status.step = line.step;
     }
-    if (auto val_loss = number_at(record, "val_loss")) {
-      status.val_loss = val_loss;
-      if (!status.best_val_loss || *val_loss < *status.best_val_loss) status.best_val_loss = val_loss;
+    if (line.eval && std::isfinite(line.eval->val_loss)) {
+      status.val_loss = line.eval->val_loss;
+      if (!status.best_val_loss || line.eval->val_loss < *status.best_val_loss) status.best_val_loss = line.eval->val_loss;
     }
   }
 }

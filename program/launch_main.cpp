@@ -4,8 +4,6 @@
 // Exit code: the program's; 2 when the run directory's config cannot be run, 1 for another
 // failure of its own, each recorded as the rank's end like a program's exit, so that the batch
 // script does not take the other ranks' consequent ends for the cause.
-#include <sys/wait.h>
-
 #include <cstdlib>
 
 #include <CLI/CLI.hpp>
@@ -36,7 +34,7 @@ int main(int argc, char** argv) {
   const auto failed = [&](int code, const std::string& message) {
     fmt::print(stderr, "trainctl-launch: rank {}: {}\n", place.rank, message);
     try {
-      record_rank_end(run, place.rank, W_EXITCODE(code, 0));
+      record_rank_end(run, place.rank, ProcessEnd::exited(code));
     } catch (const std::exception& error) {
       fmt::print(stderr, "trainctl-launch: rank {}: {}\n", place.rank, error.what());
     }

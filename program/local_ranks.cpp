@@ -1,16 +1,13 @@
 // trainctl run's ranks of a [program]: see local_ranks.h.
 #include "local_ranks.h"
 
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <system_error>
@@ -60,37 +57,26 @@ int run_local_ranks(const RunLayout& run, int64_t ranks, int64_t restart) {
   sigemptyset(&action.sa_mask);
   for (int signal : kStopSignals) sigaction(signal, &action, nullptr);
 
-  std::vector<pid_t> running;
+  std::vector<Child> running;
   for (int64_t rank = 0; rank < ranks; ++rank) {
     place.rank = place.local_rank = rank;
-    const pid_t child = fork();
-    if (child < 0) throw std::system_error(errno, std::generic_category(), "cannot fork");
-    if (child == 0) {
-      // Its own group, so that a terminal's Ctrl-C reaches the rank once, through this process.
-      // A background group that read the terminal would be stopped, unseen: stdin is /dev/null,
-      // as in a batch job.
-      setpgid(0, 0);
-      if (const int null = open("/dev/null", O_RDONLY); null >= 0) {
-        dup2(null, STDIN_FILENO);
-        close(null);
-      }
-      int code = 1;
+    // Its own group, so that a terminal's Ctrl-C reaches the rank once, through this process.
+    // A background group that read the terminal would be stopped, unseen: stdin is /dev/null,
+    // as in a batch job.
+    running.push_back(start_function({.stdin_from_null = true, .own_process_group = true}, [&run, place] {
       try {
-        code = run_program_rank(run, place);
+        return run_program_rank(run, place);
       } catch (const std::exception& error) {
-        fmt::print(stderr, "trainctl: rank {}: {}\n", rank, error.what());
+        fmt::print(stderr, "trainctl: rank {}: {}\n", place.rank, error.what());
+        return 1;
       }
-      std::fflush(nullptr);
-      _exit(code);
-    }
-    setpgid(child, child);  // also here: the group must exist before a signal is passed to it
-    running.push_back(child);
+    }));
   }
 
   int first_failure = 0;
   std::optional<std::chrono::steady_clock::time_point> kill_at;
   const auto signal_all = [&](int signal) {
-    for (pid_t rank : running) killpg(rank, signal);
+    for (const Child& rank : running) rank.signal(signal);
   };
   while (!running.empty()) {
     if (const int signal = pending_signal; signal != 0) {
@@ -101,14 +87,12 @@ int run_local_ranks(const RunLayout& run, int64_t ranks, int64_t restart) {
       signal_all(SIGKILL);
       kill_at.reset();
     }
-    int status = 0;
-    const pid_t ended = waitpid(-1, &status, WNOHANG);
-    if (ended <= 0) {
+    const std::optional<std::pair<Child, ProcessEnd>> ended = take_ended(running);
+    if (!ended) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       continue;
     }
-    std::erase(running, ended);
-    const int code = exit_code_of(status);
+    const int code = ended->second.shell_code();
     if (code != 0 && first_failure == 0) {
       first_failure = code;
       signal_all(SIGTERM);

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdint>
 
+#include "child_process.h"
 #include "rank_environment.h"
 #include "run_layout.h"
 
@@ -14,14 +15,11 @@ namespace trainctl {
 // The signals that ask a job to stop: SLURM's --signal choices, Ctrl-C and a hangup.
 inline constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
 
-// A wait status as a shell reports it: the exit code, or 128 + N for signal N.
-int exit_code_of(int wait_status);
-
 // Records how rank `rank`'s program ended, in rank.exits/<rank>: "exit C T" or "signal N T",
 // T the time it ended (ns since the epoch), by which the batch script orders the ranks' ends.
 // One file per rank, each written atomically: appends to one file from several nodes can
 // overwrite each other on NFS.
-void record_rank_end(const RunLayout& run, int64_t rank, int wait_status);
+void record_rank_end(const RunLayout& run, int64_t rank, const ProcessEnd& end);
 
 // Reads `run`'s config.toml and runs its command (placeholders filled in) in its workdir with
 // rank_environment(place, run) added, no shell between. The job's stop signal reaches the

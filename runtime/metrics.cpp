@@ -13,7 +13,6 @@
 #include <fmt/format.h>
 
 #include "atomic_file.h"
-#include "json.h"
 
 namespace trainctl {
 
@@ -61,31 +60,24 @@ void Metrics::append(const std::string& line) {
   std::fflush(file_);
 }
 
-void Metrics::log_step(const StepRecord& record) {
+void Metrics::log_step(StepRecord record) {
   if (file_ == nullptr) return;
-  const bool mfu_known = std::isfinite(record.mfu);
-  Json line{{"step", record.step}, {"loss", record.loss}, {"lr", record.lr}, {"grad_norm", record.grad_norm}};
-  line[setup_.term_unit + "_per_s"] = record.terms_per_second;
-  if (mfu_known) line["mfu"] = record.mfu;
-  const bool step_time_known = std::isfinite(record.step_seconds);
-  if (step_time_known) line["step_time_s"] = record.step_seconds;
-  const double peak_rss_mib = static_cast<double>(record.peak_rss_bytes) / kBytesPerMiB;
-  if (record.peak_rss_bytes > 0) line["peak_rss_mb"] = peak_rss_mib;
-  const double peak_device_mib = static_cast<double>(record.peak_device_bytes) / kBytesPerMiB;
-  if (record.peak_device_bytes > 0) line["peak_device_mb"] = peak_device_mib;
-  line["global_batch"] = setup_.global_batch;
-  line["elapsed_s"] = elapsed_seconds();
-  append(json_text(line));
+  record.term_unit = setup_.term_unit;
+  record.global_batch = setup_.global_batch;
+  record.elapsed_seconds = elapsed_seconds();
+  append(metrics_line(record));
   last_step_ = record;
   rewrite_prometheus_file();
 
   const double terms_left =
       static_cast<double>((setup_.total_steps - record.step) * setup_.global_batch * setup_.terms_per_example);
   std::string resources;
-  if (mfu_known) resources += fmt::format(" | MFU {:.1f}%", 100.0 * record.mfu);
-  if (step_time_known) resources += fmt::format(" | {:.1f} ms/step", 1000.0 * record.step_seconds);
-  if (record.peak_rss_bytes > 0) resources += fmt::format(" | peak RSS {:.0f} MiB", peak_rss_mib);
-  if (record.peak_device_bytes > 0) resources += fmt::format(" | peak GPU {:.0f} MiB", peak_device_mib);
+  if (std::isfinite(record.mfu)) resources += fmt::format(" | MFU {:.1f}%", 100.0 * record.mfu);
+  if (std::isfinite(record.step_seconds)) resources += fmt::format(" | {:.1f} ms/step", 1000.0 * record.step_seconds);
+  if (record.peak_rss_bytes > 0)
+    resources += fmt::format(" | peak RSS {:.0f} MiB", static_cast<double>(record.peak_rss_bytes) / kBytesPerMiB);
+  if (record.peak_device_bytes > 0)
+    resources += fmt::format(" | peak GPU {:.0f} MiB", static_cast<double>(record.peak_device_bytes) / kBytesPerMiB);
   fmt::print("step {}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.3f} | {:.0f} {}/s{} | ETA {}\n", record.step,
              setup_.total_steps, record.loss, record.lr, record.grad_norm, record.terms_per_second, setup_.term_unit,
              resources, clock_text(terms_left / record.terms_per_second));
@@ -94,15 +86,13 @@ void Metrics::log_step(const StepRecord& record) {
 
 void Metrics::log_eval(int64_t step, double val_loss, double val_accuracy) {
   if (file_ == nullptr) return;
-  Json line{{"step", step}, {"val_loss", val_loss}};
+  EvalRecord record{step, val_loss, val_accuracy};
   std::string perplexity_text;
   if (setup_.language_model) {
-    const double perplexity = std::exp(val_loss);
-    line["val_perplexity"] = perplexity;
-    perplexity_text = fmt::format(" | val_perplexity {:.3f}", perplexity);
+    record.val_perplexity = std::exp(val_loss);
+    perplexity_text = fmt::format(" | val_perplexity {:.3f}", record.val_perplexity);
   }
-  line["val_accuracy"] = val_accuracy;
-  append(json_text(line));
+  append(metrics_line(record));
   last_val_loss_ = val_loss;
   rewrite_prometheus_file();
   fmt::print("step {}/{} | val_loss {:.4f}{} | val_accuracy {:.4f}\n", step, setup_.total_steps, val_loss,
@@ -115,8 +105,7 @@ void Metrics::log_eval(int64_t step, double val_loss, double val_accuracy) {
 void Metrics::rewrite_prometheus_file() {
   if (!setup_.prometheus || !last_step_) return;
   try {
-    write_file_atomically(setup_.prometheus->path,
-                          prometheus_text(*setup_.prometheus, setup_.term_unit, *last_step_, last_val_loss_));
+    write_file_atomically(setup_.prometheus->path, prometheus_text(*setup_.prometheus, *last_step_, last_val_loss_));
   } catch (const std::system_error& error) {
     if (!prometheus_failure_reported_)
       fmt::print(stderr, "trainctl-runtime: warning: {}; training goes on, the Prometheus file is retried at each log\n",
@@ -127,8 +116,19 @@ void Metrics::rewrite_prometheus_file() {
 
 void Metrics::log_event(int64_t step, const std::string& event, const std::string& detail) {
   if (file_ == nullptr) return;
-  append(json_text(Json{{"step", step}, {"event", event}, {"detail", detail}}));
-  fmt::print("trainctl: {} at step {}: {}\n", event, step, detail);
+  const EventRecord record{step, event, detail};
+  append(metrics_line(record));
+  print_event(record);
+}
+
+void Metrics::log_checkpoint(const CheckpointRecord& record) {
+  if (file_ == nullptr) return;
+  append(metrics_line(record));
+  print_event(record.event());
+}
+
+void Metrics::print_event(const EventRecord& record) {
+  fmt::print("trainctl: {} at step {}: {}\n", record.event, record.step, record.detail);
   std::fflush(stdout);
 }
 

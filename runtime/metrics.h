@@ -1,7 +1,7 @@
-// Metrics of a run: rank 0 appends one JSON object per logged step to metrics.jsonl (the file
-// `trainctl status` reads), prints a progress line with an ETA for people reading the log and,
-// with [metrics] prometheus, rewrites a Prometheus textfile of the latest values
-// (prometheus_file.h).
+// Metrics of a run: rank 0 appends a record per logged step, evaluation and event to
+// metrics.jsonl (its records and their JSON: common/metrics_file.h), prints a progress line with
+// an ETA for people reading the log and, with [metrics] prometheus, rewrites a Prometheus textfile
+// of the latest values (prometheus_file.h).
 // Throughput counts the model's loss terms: samples for a classifier, tokens for a language
 // model, which also reports validation perplexity.
 #pragma once
@@ -13,21 +13,10 @@
 #include <optional>
 #include <string>
 
+#include "metrics_file.h"
 #include "prometheus_file.h"
 
 namespace trainctl {
-
-struct StepRecord {
-  int64_t step = 0;
-  double loss = 0.0;
-  double lr = 0.0;
-  double grad_norm = 0.0;
-  double terms_per_second = 0.0;  // throughput in MetricsSetup::term_unit
-  double mfu = std::numeric_limits<double>::quiet_NaN();  // model FLOPs utilisation, a fraction; NaN: unknown
-  double step_seconds = std::numeric_limits<double>::quiet_NaN();  // mean wall time of a step since the last log
-  int64_t peak_rss_bytes = 0;  // the process's peak resident memory so far (peak_resident_bytes); 0: unknown
-  int64_t peak_device_bytes = 0;  // MemoryOps::peak_allocated_bytes; 0: no separate device memory
-};
 
 // This process's peak resident set size so far (getrusage's ru_maxrss), in bytes.
 int64_t peak_resident_bytes();
@@ -55,19 +44,20 @@ class Metrics {
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  // JSON keys: step, loss, lr, grad_norm, samples_per_s or tokens_per_s, mfu, step_time_s,
-  // peak_rss_mb and peak_device_mb (each when known), global_batch, elapsed_s. Rewrites the
-  // Prometheus file.
-  void log_step(const StepRecord& record);
+  // The record with the run's term unit, global batch and elapsed time stamped on it
+  // (metrics_file.h has its keys). Rewrites the Prometheus file.
+  void log_step(StepRecord record);
   // val_accuracy is the fraction of loss terms (rows, or tokens) whose argmax is the target.
   // Rewrites the Prometheus file once a step has been logged, which it needs for its other values.
   void log_eval(int64_t step, double val_loss, double val_accuracy);
-  // Run events (start, resume, checkpoint, stop) so the file tells the whole story of a run.
+  // Run events (start, resume, stop) so the file tells the whole story of a run.
   void log_event(int64_t step, const std::string& event, const std::string& detail);
+  void log_checkpoint(const CheckpointRecord& record);
   double elapsed_seconds() const;
 
  private:
   void append(const std::string& line);
+  void print_event(const EventRecord& record);
   void rewrite_prometheus_file();
 
   std::FILE* file_ = nullptr;

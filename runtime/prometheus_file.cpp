@@ -84,15 +84,14 @@ PrometheusFile prometheus_file_of_run(const RunLayout& layout, const std::string
   return file;
 }
 
-std::string prometheus_text(const PrometheusFile& file, const std::string& term_unit, const StepRecord& step,
-                            double val_loss) {
+std::string prometheus_text(const PrometheusFile& file, const StepRecord& step, double val_loss) {
   Exposition exposition(file);
   exposition.gauge("step", "The optimizer step of the last logged metrics.", step.step);
   exposition.gauge_if_finite("loss", "Training loss at that step, the mean over the global batch.", step.loss);
   exposition.gauge_if_finite("val_loss", "Validation loss of the latest evaluation.", val_loss);
   exposition.gauge_if_finite(
-      term_unit + "_per_second",
-      fmt::format("Training throughput in {} per second, over the steps since the previous log.", term_unit),
+      step.term_unit + "_per_second",
+      fmt::format("Training throughput in {} per second, over the steps since the previous log.", step.term_unit),
       step.terms_per_second);
   exposition.gauge_if_finite("step_seconds", "Mean wall time of an optimizer step since the previous log.",
                              step.step_seconds);

@@ -29,8 +29,7 @@ PrometheusFile prometheus_file_of_run(const RunLayout& layout, const std::string
 
 // The file's text: a gauge for each known value of `step` and for `val_loss` (NaN before the
 // first evaluation), named trainctl_*; a non-finite value, or a peak memory of 0, is unknown and
-// left out. Throughput is trainctl_<term_unit>_per_second ("samples" or "tokens").
-std::string prometheus_text(const PrometheusFile& file, const std::string& term_unit, const StepRecord& step,
-                            double val_loss);
+// left out. Throughput is trainctl_<step.term_unit>_per_second ("samples" or "tokens").
+std::string prometheus_text(const PrometheusFile& file, const StepRecord& step, double val_loss);
 
 }  // namespace trainctl

@@ -6,9 +6,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 
 #include <fmt/format.h>
@@ -16,6 +14,8 @@
 #include "atomic_file.h"
 #include "bad_input.h"
 #include "checkpoint_manager.h"
+#include "device_activity_log.h"
+#include "device_binding.h"
 #include "early_stopping.h"
 #include "exit_codes.h"
 #include "gpt2_tokenizer.h"
@@ -26,73 +26,15 @@
 #include "rank_failure.h"
 #include "registry.h"
 #include "sampler.h"
+#include "save_policy.h"
 #include "shard_layout.h"
 #include "signals.h"
+#include "step_rate.h"
 #include "test_hooks.h"
 
 namespace trainctl {
 
 namespace {
-
-// TRAINCTL_DEVICE_ACTIVITY: where rank 0 writes what the device did in each step, where it counts
-// (docs/runtime.md); empty when unset.
-std::string device_activity_file() {
-  const char* file = std::getenv("TRAINCTL_DEVICE_ACTIVITY");
-  return file != nullptr ? file : "";
-}
-
-void append_line(const std::string& file, const std::string& line) {
-  std::ofstream out(file, std::ios::app);
-  out << line << '\n';
-  if (!out) throw std::runtime_error(fmt::format("{}: cannot append to it", file));
-}
-
-// step(), where the device cannot be used here (its backend library, its GPUs) is bad input
-// (exit code 2).
-template <typename Step>
-decltype(auto) usable(const RunSpec& spec, Step step) {
-  try {
-    return step();
-  } catch (const DeviceUnavailable& error) {
-    throw BadInput(fmt::format("train.device = \"{}\": {}", spec.train.device, error.what()));
-  }
-}
-
-// The device the config asks for, once it is known to have the ops the model needs, bound to this
-// rank (local rank r takes visible GPU r) for the run's lifetime. Other devices than the CPU say
-// which one each rank took.
-class DeviceBinding {
- public:
-  DeviceBinding(const RunSpec& spec, const Comm& comm)
-      : device_(usable(spec, [&]() -> const Device& { return *find_device(spec.train.device); })) {
-    require_op_families(spec.model, device_);
-    // The CUDA runtime starts threads of its own at its first call.
-    const std::string bound = usable(spec, [&] {
-      std::string described;
-      with_stop_signals_blocked([&] { described = device_.info.bind_local(comm.local_rank(), comm.local_size()); });
-      return described;
-    });
-    if (&device_ != &cpu_device()) {
-      fmt::print("trainctl-runtime: rank {} of {} on {}: {}\n", comm.rank(), comm.world_size(), comm.node_name(), bound);
-      std::fflush(stdout);
-    }
-  }
-  // Errors are dropped here: a device that failed has been reported already, and unbinding
-  // after that only fails again.
-  ~DeviceBinding() {
-    try {
-      device_.info.unbind();
-    } catch (const std::exception&) {
-    }
-  }
-  DeviceBinding(const DeviceBinding&) = delete;
-  DeviceBinding& operator=(const DeviceBinding&) = delete;
-
-  const Device& device() const { return device_; }
-
- private:
-  const Device& device_;
-};
 
 std::unique_ptr<BatchSource> open_data(const RunSpec& spec, const char* key, const std::string& path) {
   try {
@@ -125,9 +67,12 @@ class Run {
         checkpoints_(layout, spec, config_text, tokenizer_hash(), global_batch_, shards_, comm, *model_, optimizer_),
         metrics_(layout.metrics(), metrics_setup(), comm.rank() == 0),
         heartbeat_(layout.heartbeat(), comm.rank() == 0),
+        step_rate_(global_terms_, model_->training_flops_per_term(),
+                   device_.info.peak_flops(spec.train.precision == Precision::kBf16), comm.world_size()),
+        save_policy_(spec.checkpoint, comm.rank() == 0),
+        device_activity_(device_, comm.rank() == 0),
         step_scalars_(device_, step_scalar_bytes(comm.world_size())),
-        eval_totals_(device_, 1),
-        activity_file_(device_activity_file()) {
+        eval_totals_(device_, 1) {
     require_gradient_sync(device_, comm);
   }
 
@@ -135,13 +80,12 @@ class Run {
   int run() {
     gradient_sync_ = make_gradient_sync(device_, comm_, shards_, spec_.train.zero > 0);
     int64_t step = start();
-    last_save_ = std::chrono::steady_clock::now();
-    auto window_start = std::chrono::steady_clock::now();
-    int64_t window_steps = 0;
+    save_policy_.restart_interval(std::chrono::steady_clock::now());
+    step_rate_.restart(std::chrono::steady_clock::now());
     // A run that stopped early and is started again has nothing left to do.
     while (step < spec_.train.steps && !patience_exhausted(best_, spec_.train.early_stop)) {
       if (comm_.rank() == 0) test_pause_point(layout_.path(), "step", step);
-      const std::optional<DeviceActivity> activity_before = device_activity();
+      const std::optional<DeviceActivity> activity_before = device_activity_.before_step();
       const double lr = learning_rate(spec_.train, step);
       device_.memory.fill_zero(Stream{}, step_scalars_.get(), static_cast<size_t>(step_scalars_.size()));
       accumulate_gradients(step);
@@ -154,13 +98,13 @@ class Run {
       // again from them).
       if (spec_.train.zero > 0) gradient_sync_->gather_parameters(model_->parameters());
       ++step;
-      ++window_steps;
+      step_rate_.count_step();
       // Test hook: rank 0 signals itself before this step's agreement, so the stop is agreed here.
       if (comm_.rank() == 0 && step == test_signal_step_) std::raise(SIGTERM);
 
       // One agreement per step: [ranks that got a stop signal, save due, ranks whose asynchronous
       // checkpoint write has finished].
-      std::array<double, 3> agreed{received_stop_signal() != 0 ? 1.0 : 0.0, time_to_save() ? 1.0 : 0.0,
+      std::array<double, 3> agreed{received_stop_signal() != 0 ? 1.0 : 0.0, save_policy_.interval_passed() ? 1.0 : 0.0,
                                    checkpoints_.write_finished() ? 1.0 : 0.0};
       comm_.allreduce_sum(agreed.data(), agreed.size());
       if (agreed[2] == comm_.world_size()) log_saves({checkpoints_.finish_writes().value()});
@@ -175,11 +119,9 @@ class Run {
       const bool new_best = val_data_ && (due_eval || last_step) && evaluate(step);
       const bool stop_early = !last_step && patience_exhausted(best_, spec_.train.early_stop);
       const bool logged = step % spec_.train.log_every == 0 || last_step || stop || stop_early;
-      const bool scheduled = spec_.checkpoint.every_steps > 0 && step % spec_.checkpoint.every_steps == 0;
-      const bool keep_best = new_best && spec_.checkpoint.keep_best;
       // The saves that end a run (or this job) are durable before it exits.
       const bool ending = stop || last_step || stop_early;
-      const bool saved = scheduled || agreed[1] > 0.0 || ending || keep_best;
+      const bool saved = save_policy_.saves(step, agreed[1] > 0.0, new_best, ending);
 
       // The loss and the gradient norm stay on the device until a step logs or saves: reading them
       // is the step's one wait for the device. A loss that is not finite shows there, before
@@ -193,20 +135,16 @@ class Run {
                                                last_loss_, step));
         }
         if (logged) {
-          const double seconds = std::chrono::duration<double>(step_end - window_start).count();
-          const double terms_per_second = static_cast<double>(window_steps * global_terms_) / seconds;
-          StepRecord record{step, last_loss_, lr, grad_norm, terms_per_second,
-                            model_flops_utilization(terms_per_second)};
-          record.step_seconds = seconds / static_cast<double>(window_steps);
+          StepRecord record{step, last_loss_, lr, grad_norm};
+          step_rate_.measure(step_end, record);
           record.peak_rss_bytes = peak_resident_bytes();
           record.peak_device_bytes = device_.info.peak_allocated_bytes();
           metrics_.log_step(record);
-          window_start = std::chrono::steady_clock::now();
-          window_steps = 0;
+          step_rate_.restart(std::chrono::steady_clock::now());
         }
       }
       // What the step itself asked of the device; a save's copies come after.
-      if (activity_before) log_device_activity(step, *activity_before);
+      if (activity_before) device_activity_.after_step(step, *activity_before);
       if (saved) save(step, new_best, ending);
       // Stopping early ends the run, so a stop signal at the same step needs no requeue.
       if (stop_early) break;
@@ -353,40 +291,6 @@ class Run {
     return std::sqrt(squares);
   }
 
-  // Where the device counts what it does (the CPU implementation of CUDA) and
-  // TRAINCTL_DEVICE_ACTIVITY names a file: what it counted before this step.
-  std::optional<DeviceActivity> device_activity() const {
-    if (activity_file_.empty()) return std::nullopt;
-    return device_.info.activity();
-  }
-
-  // One line per step: the launches, cuBLASLt calls and host waits of the step, and the peak of
-  // device memory so far (docs/runtime.md).
-  void log_device_activity(int64_t step, const DeviceActivity& before) {
-    const std::optional<DeviceActivity> after = device_.info.activity();
-    if (!after || comm_.rank() != 0) return;
-    append_line(activity_file_,
-                fmt::format("{{\"step\":{},\"kernel_launches\":{},\"blas_calls\":{},\"host_syncs\":{},"
-                            "\"upload_waits\":{},\"peak_device_bytes\":{}}}",
-                            step, after->kernel_launches - before.kernel_launches,
-                            after->blas_calls - before.blas_calls, after->host_syncs - before.host_syncs,
-                            after->upload_waits - before.upload_waits, after->peak_device_bytes));
-  }
-
-  // The fraction of the devices' dense peak that the model's FLOPs reach; NaN when the peak is
-  // unknown.
-  double model_flops_utilization(double terms_per_second) const {
-    const double peak = device_.info.peak_flops(spec_.train.precision == Precision::kBf16);
-    if (!(peak > 0.0)) return std::nan("");
-    return terms_per_second * model_->training_flops_per_term() / (peak * comm_.world_size());
-  }
-
-  bool time_to_save() const {
-    if (comm_.rank() != 0 || spec_.checkpoint.every_minutes <= 0.0) return false;
-    return std::chrono::steady_clock::now() - last_save_ >=
-           std::chrono::duration<double>(spec_.checkpoint.every_minutes * 60.0);
-  }
-
   // Returns whether the validation loss is the best so far.
   bool evaluate(int64_t step) {
     if (comm_.rank() == 0) test_pause_point(layout_.path(), "eval", step);
@@ -417,11 +321,12 @@ class Run {
     const auto started = std::chrono::steady_clock::now();
     std::vector<SavedCheckpoint> saved = checkpoints_.save(
         {step, sampler_.epoch_of(step), step * global_batch_, last_loss_, last_val_loss_, best_}, new_best, durable);
-    last_save_ = std::chrono::steady_clock::now();
+    const auto ended = std::chrono::steady_clock::now();
+    save_policy_.restart_interval(ended);
     // What the training loop waited for this save: all of it when synchronous, the staging (and
     // any earlier write still in flight) when not.
     metrics_.log_event(step, "checkpoint_stall",
-                       fmt::format("{:.6f} s", std::chrono::duration<double>(last_save_ - started).count()));
+                       fmt::format("{:.6f} s", std::chrono::duration<double>(ended - started).count()));
     log_saves(saved);
   }
 
@@ -432,9 +337,7 @@ class Run {
         metrics_.log_event(saved.step, "checkpoint_failed", saved.failure);
         continue;
       }
-      metrics_.log_event(saved.step, "checkpoint",
-                         fmt::format("{} ({:.1f} MB in {:.3f} s, {:.0f} MB/s)", saved.path, saved.megabytes,
-                                     saved.seconds, saved.megabytes / saved.seconds));
+      metrics_.log_checkpoint({saved.step, saved.path, saved.megabytes, saved.seconds});
     }
   }
 
@@ -455,11 +358,12 @@ class Run {
   CheckpointManager checkpoints_;
   Metrics metrics_;
   Heartbeat heartbeat_;
+  StepRate step_rate_;
+  SavePolicy save_policy_;
+  DeviceActivityLog device_activity_;
   Batch batch_;
   DeviceBuffer<std::byte> step_scalars_;
   DeviceBuffer<BatchResult> eval_totals_;
-  const std::string activity_file_;
-  std::chrono::steady_clock::time_point last_save_;
   double last_loss_ = std::nan("");
   double last_val_loss_ = std::nan("");
   BestValidation best_;

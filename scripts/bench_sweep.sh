@@ -313,7 +313,7 @@ job=$(sed -n "s/^job_id = '\(.*\)'$/\1/p" status/manifest.toml)
 awk -v job="$job" 'BEGIN { for (i = 999; i >= 0; i--) printf "%-40s|%-24s|%-8s|%-80s\n", job "_" i, "COMPLETED", 0, "None" }' \
   >"bin/squeue.$job"
 "$python" - "$work/status" "$job" <<'PY'
-# Each task's metrics.jsonl as runtime/metrics.cpp writes it for steps = 1000, log_every = 10,
+# Each task's metrics.jsonl as the runtime writes it (common/metrics_file.cpp) for steps = 1000, log_every = 10,
 # eval_every = 100 and checkpoint every_steps = 100 (2 ranks x micro_batch 64 x grad_accum 2),
 # and the files the batch script leaves after a completed run.
 import math, random, sys
@@ -333,8 +333,9 @@ for task in range(1000):
         if step % 100 == 0:
             lines.append(f'{{"step":{step},"val_loss":{loss + 0.05 * rng.random()!r},'
                          f'"val_accuracy":{0.25 + 0.7 * rng.random()!r}}}')
-            lines.append(f'{{"step":{step},"event":"checkpoint","detail":"{run}/checkpoints/step-{step:08d}.h5 '
-                         f'(0.4 MB in 0.002 s, 212 MB/s)"}}')
+            path = f"{run}/checkpoints/step-{step:08d}.h5"
+            lines.append(f'{{"step":{step},"event":"checkpoint","detail":"{path} (0.4 MB in 0.002 s, 212 MB/s)",'
+                         f'"path":"{path}","size_mb":0.424,"write_s":0.002}}')
     lines.append(f'{{"step":1000,"event":"done","detail":"final loss {loss:.6f}"}}')
     with open(f"{run}/metrics.jsonl", "w") as f: f.write("\n".join(lines) + "\n")
     for name, text in (("job_id", f"{job}_{task}"), ("requeue.count", "0"), ("job.outcome", "completed"),

@@ -86,8 +86,7 @@ echo "check_package: package $deb"
 dpkg-deb -f "$deb" Package Version Depends Recommends
 
 phase "lintian"
-# Errors fail the check; warnings (no man page for the two helper programs, the placeholder
-# copyright) are printed only.
+# Errors fail the check; warnings (no man page for the two helper programs) are printed only.
 lintian --fail-on error "$deb"
 phase_done "lintian"
 

@@ -20,9 +20,10 @@ class CommandRunner {
   virtual CommandResult run(const std::vector<std::string>& argv) = 0;
 };
 
-// Runs argv directly (fork + execvp, stdin from /dev/null) and captures stdout and stderr.
+// Runs argv directly (run_capturing, stdin from /dev/null) and captures stdout and stderr.
 // A program that cannot be found gives exit code 127 and err "<program>: not found"; one
-// that cannot be executed gives 126.
+// that cannot be executed gives 126 and err "<program>: <reason>": told apart from a program
+// that exits 127 or 126 itself, whose err is its own.
 class ProcessRunner : public CommandRunner {
  public:
   CommandResult run(const std::vector<std::string>& argv) override;

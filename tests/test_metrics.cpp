@@ -1,6 +1,8 @@
 // Tests for run metrics (runtime/metrics.cpp): the JSON lines of metrics.jsonl in their key order,
 // throughput in the model's unit (samples or tokens), MFU when known and left out when not,
 // validation perplexity for a language model only, and the progress lines with their ETA; the
+// file read back (common/metrics_file.cpp) as the records written, and as an older release and a
+// [program] wrote it; the
 // Prometheus textfile (runtime/prometheus_file.cpp): its exact text, where it goes, when it is
 // rewritten, and that promtool accepts it.
 #include <doctest/doctest.h>
@@ -22,6 +24,7 @@
 #include "check.h"
 #include "json.h"
 #include "metrics.h"
+#include "metrics_file.h"
 #include "prometheus_file.h"
 
 using trainctl::Json;
@@ -250,7 +253,7 @@ StepRecord known_step() {
 }  // namespace
 
 TEST_CASE("the Prometheus text has a gauge for each value, labelled with the job, run and host") {
-  CHECK(trainctl::prometheus_text(prometheus_file_at("unused.prom"), "samples", known_step(), 0.25) ==
+  CHECK(trainctl::prometheus_text(prometheus_file_at("unused.prom"), known_step(), 0.25) ==
         R"(# HELP trainctl_step The optimizer step of the last logged metrics.
 # TYPE trainctl_step gauge
 trainctl_step{job="4242",run="run \"a\\b\"\nc",host="node1"} 60
@@ -283,7 +286,9 @@ trainctl_requeues{job="4242",run="run \"a\\b\"\nc",host="node1"} 2
 
 TEST_CASE("the Prometheus text leaves out what is unknown: validation before an evaluation, MFU, memory") {
   const PrometheusFile file{"unused.prom", "mlp-demo", "mlp-demo", "node1", 0};
-  CHECK(trainctl::prometheus_text(file, "tokens", {10, 2.5, 6e-4, 0.75, 5120.0}, std::nan("")) ==
+  StepRecord step{10, 2.5, 6e-4, 0.75, 5120.0};
+  step.term_unit = "tokens";
+  CHECK(trainctl::prometheus_text(file, step, std::nan("")) ==
         R"(# HELP trainctl_step The optimizer step of the last logged metrics.
 # TYPE trainctl_step gauge
 trainctl_step{job="mlp-demo",run="mlp-demo",host="node1"} 10
@@ -338,9 +343,9 @@ TEST_CASE("rank 0 rewrites the Prometheus file at each logged step and after eac
   printed_by([&] { metrics.log_eval(5, 0.75, 0.5); });
   CHECK_FALSE(std::filesystem::exists(prom.str()));
   printed_by([&] { metrics.log_step(step); });
-  CHECK(text_of(prom.str()) == trainctl::prometheus_text(*setup.prometheus, "samples", step, 0.75));
+  CHECK(text_of(prom.str()) == trainctl::prometheus_text(*setup.prometheus, step, 0.75));
   printed_by([&] { metrics.log_eval(60, 0.25, 0.875); });
-  CHECK(text_of(prom.str()) == trainctl::prometheus_text(*setup.prometheus, "samples", step, 0.25));
+  CHECK(text_of(prom.str()) == trainctl::prometheus_text(*setup.prometheus, step, 0.25));
   silent.log_step(step);
   silent.log_eval(60, 0.25, 0.875);
   CHECK_FALSE(std::filesystem::exists(silent_prom.str()));
@@ -367,7 +372,7 @@ TEST_CASE("promtool accepts the Prometheus file") {
   REQUIRE_MESSAGE(std::system("command -v promtool >/dev/null 2>&1") == 0,
                   "promtool is missing: scripts/install-deps.sh installs it (Debian package prometheus)");
   const ScratchPath prom("promtool.prom");
-  std::ofstream(prom.str()) << trainctl::prometheus_text(prometheus_file_at(prom.str()), "samples", known_step(), 0.25);
+  std::ofstream(prom.str()) << trainctl::prometheus_text(prometheus_file_at(prom.str()), known_step(), 0.25);
   std::FILE* check = ::popen(("promtool check metrics < '" + prom.str() + "' 2>&1").c_str(), "r");
   REQUIRE(check != nullptr);
   std::string output;
@@ -375,4 +380,97 @@ TEST_CASE("promtool accepts the Prometheus file") {
   const int status = ::pclose(check);
   INFO("promtool check metrics: " << output);
   CHECK(status == 0);
+}
+
+TEST_CASE("metrics.jsonl reads back as the records the runtime wrote") {
+  const ScratchPath scratch("round-trip.jsonl");
+  {
+    Metrics metrics(scratch.str(), language_model_setup(), /*enabled=*/true);
+    printed_by([&] {
+      metrics.log_event(0, "start", "1 rank");
+      StepRecord step = known_step();
+      metrics.log_step(step);
+      metrics.log_eval(60, 0.25, 0.875);
+      metrics.log_checkpoint({60, "/runs/a/checkpoints/step-00000060.h5", 12.5, 0.25});
+    });
+  }
+  const std::vector<trainctl::MetricsLine> lines = trainctl::read_metrics_file(scratch.str());
+  REQUIRE(lines.size() == 4);
+  REQUIRE(lines[0].event);
+  CHECK(lines[0].event->event == "start");
+  CHECK(lines[0].event->detail == "1 rank");
+  CHECK_FALSE(lines[0].train);
+
+  REQUIRE(lines[1].train);
+  const StepRecord written = known_step();
+  const StepRecord& step = *lines[1].train;
+  CHECK(lines[1].step == 60);
+  CHECK(step.step == 60);
+  CHECK(step.loss == written.loss);
+  CHECK(step.lr == written.lr);
+  CHECK(step.grad_norm == written.grad_norm);
+  CHECK(step.terms_per_second == written.terms_per_second);
+  CHECK(step.term_unit == "tokens");
+  CHECK(step.mfu == written.mfu);
+  CHECK(step.step_seconds == written.step_seconds);
+  CHECK(step.peak_rss_bytes == written.peak_rss_bytes);
+  CHECK(step.peak_device_bytes == written.peak_device_bytes);
+  CHECK(step.global_batch == 8);
+  CHECK(step.elapsed_seconds >= 0.0);
+  CHECK_FALSE(lines[1].eval);
+  CHECK_FALSE(lines[1].event);
+
+  REQUIRE(lines[2].eval);
+  CHECK(lines[2].eval->val_loss == 0.25);
+  CHECK(lines[2].eval->val_accuracy == 0.875);
+  CHECK(lines[2].eval->val_perplexity == std::exp(0.25));
+
+  REQUIRE(lines[3].checkpoint);
+  CHECK(lines[3].checkpoint->path == "/runs/a/checkpoints/step-00000060.h5");
+  CHECK(lines[3].checkpoint->megabytes == 12.5);
+  CHECK(lines[3].checkpoint->seconds == 0.25);
+  REQUIRE(lines[3].event);
+  CHECK(lines[3].event->event == "checkpoint");
+  // The sentence people and older readers read, before the values.
+  CHECK(text_of(scratch.str()).find(R"x({"step":60,"event":"checkpoint","detail":"/runs/a/checkpoints/step-00000060.h5 )x"
+                                    R"x((12.5 MB in 0.250 s, 50 MB/s)","path":)x") != std::string::npos);
+}
+
+TEST_CASE("metrics.jsonl of an older release and a program's own lines still read") {
+  const char* source_dir = std::getenv("TRAINCTL_SOURCE_DIR");
+  REQUIRE_MESSAGE(source_dir != nullptr, "meson passes TRAINCTL_SOURCE_DIR");
+  // Written by the release that tests/fixtures/release_resume keeps: its checkpoints were logged as
+  // sentences alone.
+  const std::vector<trainctl::MetricsLine> release = trainctl::read_metrics_file(
+      std::string(source_dir) + "/tests/fixtures/release_resume/stopped/gpt2/metrics.jsonl");
+  REQUIRE(release.size() == 8);
+  REQUIRE(release[1].train);
+  CHECK(release[1].train->loss == 4.934299421073392);
+  CHECK(release[1].train->step_seconds == 0.0017662602);
+  CHECK(release[1].train->peak_rss_bytes == int64_t{26443776});  // 25.21875 MiB
+  CHECK(release[1].train->peak_device_bytes == 0);
+  REQUIRE(release[3].event);
+  CHECK(release[3].event->event == "checkpoint");
+  CHECK_FALSE(release[3].checkpoint);
+  CHECK(release[7].event->event == "stop");
+
+  const ScratchPath scratch("program.jsonl");
+  std::ofstream(scratch.str()) << R"({"step": 100, "loss": 1.25, "val_loss": 1.5, "mine": "kept and ignored"}
+not json
+{"loss": 2.0}
+{"step": 101, "loss": null}
+{"step": 102, "val_loss": 1.125)";  // still being appended
+  const std::vector<trainctl::MetricsLine> program = trainctl::read_metrics_file(scratch.str());
+  REQUIRE(program.size() == 2);
+  REQUIRE(program[0].train);
+  CHECK(program[0].train->loss == 1.25);
+  CHECK(std::isnan(program[0].train->lr));
+  CHECK(std::isnan(program[0].train->mfu));
+  REQUIRE(program[0].eval);
+  CHECK(program[0].eval->val_loss == 1.5);
+  CHECK(std::isnan(program[0].eval->val_accuracy));
+  CHECK(program[1].step == 101);
+  REQUIRE(program[1].train);
+  CHECK(std::isnan(program[1].train->loss));  // not finite when it was written
+  CHECK(trainctl::read_metrics_file(scratch.str() + ".missing").empty());
 }

@@ -6,9 +6,6 @@
 // failed) is recorded for the batch script, and params.json is written with the run directory.
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "bad_input.h"
+#include "child_process.h"
 #include "command_runner.h"
 #include "config_file.h"
 #include "config_files.h"
@@ -76,20 +74,15 @@ struct ProgramRun {
 
 // run_program_rank in a child process, as trainctl-launch runs it; returns its exit code.
 int run_rank(const RunLayout& run, const RankPlace& place) {
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    int code = 99;
-    try {
-      code = trainctl::run_program_rank(run, place);
-    } catch (...) {
-    }
-    _exit(code);
-  }
-  int status = 0;
-  REQUIRE(waitpid(child, &status, 0) == child);
-  REQUIRE(WIFEXITED(status));
-  return WEXITSTATUS(status);
+  const trainctl::ProcessEnd end = trainctl::start_function({}, [&] {
+                                     try {
+                                       return trainctl::run_program_rank(run, place);
+                                     } catch (...) {
+                                       return 99;
+                                     }
+                                   }).wait();
+  REQUIRE(end.how == trainctl::ProcessEnd::How::kExited);
+  return end.number;
 }
 
 // How rank `rank`'s program ended, as rank.exits/<rank> records it, without the time, which is
