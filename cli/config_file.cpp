@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "config_reader.h"
+#include "registry.h"
 
 namespace trainctl {
 

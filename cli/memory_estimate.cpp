@@ -11,6 +11,7 @@
 
 #include "bad_input.h"
 #include "local_runtime.h"
+#include "registry.h"
 #include "sweep.h"
 
 namespace trainctl {

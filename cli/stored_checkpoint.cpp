@@ -9,6 +9,7 @@
 #include "checkpoint_directory.h"
 #include "config_reader.h"
 #include "errors.h"
+#include "registry.h"
 #include "run_layout.h"
 
 namespace trainctl {

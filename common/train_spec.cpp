@@ -1,10 +1,10 @@
 // The train-spec schema: see train_spec.h.
 #include "train_spec.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "config_reader.h"
 
@@ -14,7 +14,6 @@ namespace {
 
 // Upper bounds far beyond any real run, so that every count is bounded and no product of them
 // (samples seen = steps x global batch) can overflow.
-constexpr int64_t kMaxWidth = 1 << 20;
 constexpr int64_t kMaxSteps = 1'000'000'000;
 constexpr int64_t kMaxKeepLast = 1000;
 constexpr double kMaxEveryMinutes = 366 * 24 * 60;
@@ -25,36 +24,14 @@ void check_path_length(const TableReader& reader, std::string_view key, const st
     reader.fail(key, fmt::format("must be at most {} characters (got {})", kMaxPathLength, path.size()));
 }
 
-MlpSpec parse_mlp(TableReader& reader) {
-  MlpSpec model;
-  model.inputs = reader.integer("inputs", std::nullopt, 1, kMaxWidth);
-  model.hidden = reader.integer_list("hidden", std::vector<int64_t>{}, 1, kMaxWidth);
-  model.classes = reader.integer("classes", std::nullopt, 2, kMaxWidth);
-  std::string activation = reader.choice("activation", {"relu", "gelu"}, "relu");
-  model.activation = activation == "relu" ? Activation::kRelu : Activation::kGelu;
-  return model;
-}
-
-Gpt2Spec parse_gpt2(TableReader& reader) {
-  Gpt2Spec model;
-  model.n_layer = reader.integer("n_layer", std::nullopt, 1, 1024);
-  model.n_head = reader.integer("n_head", std::nullopt, 1, 1024);
-  model.n_embd = reader.integer("n_embd", std::nullopt, 1, 1 << 16);
-  model.block_size = reader.integer("block_size", std::nullopt, 1, 1 << 16);
-  // Tokens are stored as uint16.
-  model.vocab_size = reader.integer("vocab_size", std::nullopt, 2, 65536);
-  if (model.n_embd % model.n_head != 0)
-    reader.fail("n_embd", fmt::format("{} is not divisible by n_head = {}", model.n_embd, model.n_head));
-  return model;
-}
-
-ModelSpec parse_model(TableReader reader) {
+ModelSpec parse_model(TableReader reader, std::span<const ModelSchema> schemas) {
   if (!reader.present()) reader.fail("kind", "required table [model] is missing");
-  ModelSpec model;
-  if (reader.choice("kind", {"mlp", "gpt2"}, "mlp") == "gpt2")
-    model.config = parse_gpt2(reader);
-  else
-    model.config = parse_mlp(reader);
+  std::vector<std::string> kinds;
+  for (const ModelSchema& schema : schemas) kinds.emplace_back(schema.kind);
+  const std::string kind = reader.choice("kind", kinds, kinds.front());
+  const ModelSchema& schema = *std::find_if(schemas.begin(), schemas.end(),
+                                            [&](const ModelSchema& candidate) { return kind == candidate.kind; });
+  ModelSpec model = schema.parse(reader);
   reader.reject_unknown();
   return model;
 }
@@ -174,22 +151,9 @@ void require_validation(const RunSpec& spec, const toml::table& root, const std:
 
 }  // namespace
 
-const char* ModelSpec::kind() const { return std::holds_alternative<Gpt2Spec>(config) ? "gpt2" : "mlp"; }
-
-std::string ModelSpec::describe() const {
-  if (const auto* gpt2 = std::get_if<Gpt2Spec>(&config))
-    return fmt::format("gpt2 {} layers x {} wide, {} heads, block {}, vocab {}", gpt2->n_layer, gpt2->n_embd,
-                       gpt2->n_head, gpt2->block_size, gpt2->vocab_size);
-  const auto& mlp = std::get<MlpSpec>(config);
-  std::vector<int64_t> widths{mlp.inputs};
-  widths.insert(widths.end(), mlp.hidden.begin(), mlp.hidden.end());
-  widths.push_back(mlp.classes);
-  return fmt::format("mlp {}", fmt::join(widths, "-"));
-}
-
-RunSpec parse_run_spec(const toml::table& root, const std::string& file) {
+RunSpec parse_run_spec(const toml::table& root, const std::string& file, std::span<const ModelSchema> model_schemas) {
   RunSpec spec;
-  spec.model = parse_model(TableReader::child(root, "model", file));
+  spec.model = parse_model(TableReader::child(root, "model", file), model_schemas);
   spec.data = parse_data(TableReader::child(root, "data", file));
   spec.train = parse_train(TableReader::child(root, "train", file));
   spec.checkpoint = parse_checkpoint(TableReader::child(root, "checkpoint", file), spec.train);

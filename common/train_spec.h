@@ -4,14 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <concepts>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include <toml++/toml.h>
-
-#include "activation.h"
 
 namespace trainctl {
 
@@ -22,37 +22,50 @@ enum class Schedule { kConstant, kLinear, kCosine };
 // fp32 (docs/runtime.md, "bf16").
 enum class Precision { kFp32, kBf16 };
 
-// [model] kind = "mlp": torch.nn.Sequential(Linear, Act, ..., Linear), a classifier.
-struct MlpSpec {
-  int64_t inputs = 0;
-  std::vector<int64_t> hidden;
-  int64_t classes = 0;
-  Activation activation = Activation::kRelu;
+// A [model] table as its kind's schema read it: what the kind builds from. Each kind defines its
+// own in its folder (models/<kind>/), and nothing outside that folder looks inside.
+class ModelConfig {
+ public:
+  virtual ~ModelConfig() = default;
+  virtual const char* kind() const = 0;  // model.kind
+  // One line for people: the kind and its sizes ("<kind> 32-64-4").
+  virtual std::string describe() const = 0;
 };
 
-// [model] kind = "gpt2": the GPT-2 decoder (Hugging Face's GPT2LMHeadModel without dropout).
-struct Gpt2Spec {
-  int64_t n_layer = 0;
-  int64_t n_head = 0;
-  int64_t n_embd = 0;
-  int64_t block_size = 0;  // context length, GPT-2's n_positions
-  int64_t vocab_size = 0;
-};
-
-// [model]: one alternative per kind, parsed by that kind's schema.
+// [model]: the kind's config, shared (a spec is copied freely and never changed).
 struct ModelSpec {
-  std::variant<MlpSpec, Gpt2Spec> config;
-  const char* kind() const;  // "mlp" | "gpt2"
-  std::string describe() const;  // one line for people: "mlp 32-64-4", "gpt2 4 layers x 256 ..."
+  ModelSpec() = default;
+  template <std::derived_from<ModelConfig> Config>
+  ModelSpec(Config config) : config(std::make_shared<const Config>(std::move(config))) {}
+
+  const char* kind() const { return config->kind(); }
+  std::string describe() const { return config->describe(); }
+  // The kind's own config; only that kind's code asks for it.
+  template <std::derived_from<ModelConfig> Config>
+  const Config& as() const {
+    return dynamic_cast<const Config&>(*config);
+  }
+
+  std::shared_ptr<const ModelConfig> config;
+};
+
+class TableReader;
+
+// How one model kind reads its [model] table: its keys, defaults and checks, with the one config
+// reader (config_reader.h), so that its errors name file, line and key as every other table's do.
+// `reader` is the [model] table; the schema reads every key but kind, and rejects none (the
+// caller rejects what no one read).
+struct ModelSchema {
+  const char* kind;
+  ModelSpec (*parse)(TableReader& reader);
 };
 
 struct DataSpec {
-  // mlp: an HDF5 file with x float32 [N, inputs] and y int [N].
-  // gpt2: an llm.c token file, or a glob of shards (header of 256 int32, then uint16 tokens).
+  // The data the model kind reads (a classifier's HDF5 file, a language model's token shards).
   std::string train;
   std::optional<std::string> val;  // same layout
   bool shuffle = true;
-  // gpt2: the GPT-2 tokenizer directory (vocab.json + merges.txt, or tokenizer.json) the token
+  // A language model's: the GPT-2 tokenizer directory (vocab.json + merges.txt, or tokenizer.json) the token
   // files were written with; the run records it so that `trainctl sample` decodes with it.
   std::optional<std::string> tokenizer;
 };
@@ -123,9 +136,11 @@ struct RunSpec {
   MetricsSpec metrics;
 };
 
-// Reads the four tables of `root`; throws ConfigError. Relative paths of input files are kept as
-// written (resolve_data_paths makes them absolute for a run directory).
-RunSpec parse_run_spec(const toml::table& root, const std::string& file);
+// Reads the tables of `root`, [model] by the schema of the kind it names among `model_schemas`
+// (the first is the default kind); throws ConfigError. Relative paths of input files are kept as
+// written (resolve_data_paths makes them absolute for a run directory). models/registry.h has
+// the overload with the kinds of the build.
+RunSpec parse_run_spec(const toml::table& root, const std::string& file, std::span<const ModelSchema> model_schemas);
 
 // Rewrites the input paths in `root` (data.train, data.val, data.tokenizer, train.init_from)
 // relative to `base_dir`, so a resolved config can be used from any working directory.

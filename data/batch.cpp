@@ -1,9 +1,21 @@
 // The data seam's batch: see batch.h.
 #include "batch.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <fmt/format.h>
 
 namespace trainctl {
+
+void require_regular_file(const std::string& path) {
+  struct stat status {};
+  if (stat(path.c_str(), &status) != 0) throw DataError(fmt::format("{}: {}", path, std::strerror(errno)));
+  if (S_ISDIR(status.st_mode)) throw DataError(fmt::format("{}: is a directory, not a data file", path));
+  if (!S_ISREG(status.st_mode)) throw DataError(fmt::format("{}: is not a regular file", path));
+}
 
 namespace {
 int64_t element_count(const std::vector<int64_t>& shape) {

@@ -22,6 +22,10 @@ class DataError : public BadInput {
   using BadInput::BadInput;
 };
 
+// Throws DataError unless `path` is a regular file: checked before any reader opens a data file,
+// since a FIFO would block the reader and a directory has no data.
+void require_regular_file(const std::string& path);
+
 enum class DType { kFloat32, kInt32 };
 
 struct HostTensor {

@@ -1,17 +1,15 @@
-// The model registry: model.kind -> how to build that model and open its data. The trainer, the
-// checkpoint tools and `trainctl sample` go through it and name no model themselves.
+// The model registry: the list of the model kinds a program knows (model_kinds.cpp, included by
+// the CLI and the runtime; a test links a list of its own to register a kind from the test tree),
+// and what goes through it. The trainer, the config reader, the checkpoint tools and the CLI's
+// commands name no model kind themselves.
 #pragma once
 
 #include <memory>
-#include <stdexcept>
+#include <span>
 #include <string>
-#include <vector>
 
 #include "bad_input.h"
-#include "batch.h"
-#include "device.h"
-#include "model.h"
-#include "train_spec.h"
+#include "model_kind.h"
 
 namespace trainctl {
 
@@ -22,32 +20,15 @@ class ModelInputError : public BadInput {
   using BadInput::BadInput;
 };
 
-// What a data file holds in memory once open_data has read it, from its headers alone.
-struct DataFootprint {
-  int64_t bytes = 0;
-  int64_t examples = 0;  // what the sampler draws from
-  // The bytes are the files' pages, mapped: in every rank's resident set, but held once per node
-  // (token shards), rather than read into each rank (classification data).
-  bool mapped = false;
-};
+// The kinds this program was linked with, the default model.kind first: defined by the list it
+// links (model_kinds.cpp, or a test's), so that a kind is added without an edit here.
+std::span<const ModelKind* const> model_kinds();
 
-struct ModelKind {
-  const char* name;  // model.kind
-  std::vector<OptionalFamily> needs;
-  std::unique_ptr<Model> (*build)(const ModelSpec& spec, const Device& device, const ModelOptions& options);
-  // The model's parameter tensors in state_dict order, which build lays out (laid_out).
-  std::vector<ParameterSlice> (*parameter_tensors)(const ModelSpec& spec);
-  // What build would allocate for `options`, worked out without building.
-  ModelFootprint (*footprint)(const ModelSpec& spec, const ModelOptions& options);
-  // Opens `path` (data.train or data.val, after path resolution) as this model's data, checked
-  // against `spec`; throws DataError naming the file and the problem.
-  std::unique_ptr<BatchSource> (*open_data)(const std::string& path, const ModelSpec& spec);
-  // The cheap part of open_data, headers only (the file there, its types and shapes fitting
-  // `spec`), no data read: what can be checked before a job waits in a queue. Throws DataError.
-  void (*check_data)(const std::string& path, const ModelSpec& spec);
-  // open_data's memory for `path`, read from headers as check_data reads them. Throws DataError.
-  DataFootprint (*data_footprint)(const std::string& path, const ModelSpec& spec);
-};
+// Their schemas, in the same order: what the config reader reads [model] with.
+std::span<const ModelSchema> model_schemas();
+
+// parse_run_spec (train_spec.h) with the kinds of this program.
+RunSpec parse_run_spec(const toml::table& root, const std::string& file);
 
 const ModelKind& model_kind(const ModelSpec& spec);
 

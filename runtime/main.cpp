@@ -16,6 +16,7 @@
 #include "exit_codes.h"
 #include "metrics.h"
 #include "rank_failure.h"
+#include "registry.h"
 #include "run_layout.h"
 #include "signals.h"
 #include "trainer.h"

@@ -3,7 +3,7 @@ trainctl config (tests/integration/gpt2_peer.py: Hugging Face's layout, GPT-2's 
 two groups, gradient clipping), trained on one GPU on the config's token file, unshuffled, in
 fp32 and with bf16 autocast, eager and torch.compile, with PyTorch's fused causal attention
 (scaled_dot_product_attention) as people train it. Prints tokens/s, TFLOP/s and MFU per variant,
-with the FLOPs per token trainctl counts (models/gpt2.cpp: 6 N + 12 n_layer n_embd block_size,
+with the FLOPs per token trainctl counts (models/gpt2/gpt2.cpp: 6 N + 12 n_layer n_embd block_size,
 N the parameters without wpe) and the peaks of bench_gpu_mlp.py.
 Usage: python3 scripts/bench_gpu_gpt2.py --config CONFIG.toml [--warmup 10] [--steps 30]
                                           [--precisions fp32,bf16]

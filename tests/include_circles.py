@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""No include circles between the units of a folder: a unit is a .cpp with its .h (either may be
-alone), and unit A depends on unit B when a file of A has `#include "B.h"` for B.h in the same
-folder. A circle (A needs B and B needs A, however far round) means neither can be read, tested or
+"""No include circles between the units of a folder and its subfolders: a unit is a .cpp with its
+.h (either may be alone), and unit A depends on unit B when a file of A includes B.h, found beside
+A's file or from the folder (`#include "gpt2/gpt2.h"` under models/). A circle (A needs B and B needs A, however far round) means neither can be read, tested or
 moved without the other, so each folder's units must form layers.
 
 Each FOLDER is checked as it is; then, so that a pass proves something, a copy of it with a circle
@@ -20,16 +20,23 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 SOURCE_SUFFIXES = (".h", ".cpp")
 
 
+def unit_of(path, folder):
+    """A file's unit: its path under `folder` without the suffix ("gpt2/gpt2")."""
+    return path.relative_to(folder).with_suffix("").as_posix()
+
+
 def dependencies(folder):
     """Each unit's name, mapped to the units of `folder` its files include."""
-    files = [path for path in sorted(folder.iterdir()) if path.suffix in SOURCE_SUFFIXES]
-    headers = {path.name for path in files if path.suffix == ".h"}
-    needs = {path.stem: set() for path in files}
+    files = [path for path in sorted(folder.rglob("*")) if path.suffix in SOURCE_SUFFIXES]
+    headers = {path for path in files if path.suffix == ".h"}
+    needs = {unit_of(path, folder): set() for path in files}
     for path in files:
         for included in INCLUDE.findall(path.read_text(errors="replace")):
-            name = pathlib.PurePath(included).name
-            if name in headers and pathlib.PurePath(name).stem != path.stem:
-                needs[path.stem].add(pathlib.PurePath(name).stem)
+            for candidate in (path.parent / included, folder / included):
+                if candidate in headers:
+                    if unit_of(candidate, folder) != unit_of(path, folder):
+                        needs[unit_of(path, folder)].add(unit_of(candidate, folder))
+                    break
     return needs
 
 

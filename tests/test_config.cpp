@@ -1,5 +1,6 @@
 // Tests for config validation as `trainctl validate` sees it: load_config (cli/config_file.cpp)
-// over the training tables of runtime/train_spec.cpp and the reader of runtime/config_reader.cpp.
+// over the training tables of common/train_spec.cpp, the model kinds' [model] schemas
+// (models/<kind>/<kind>_spec.cpp) and the reader of common/config_reader.cpp.
 // Checks that the demo config validates, the defaults of a minimal config, the exact
 // "FILE:LINE:COL: key: message" text of every kind of bad input in [model], [data], [train],
 // [checkpoint] and at the top level, nearest_key's typo suggestions, and resolve_data_paths.
@@ -23,6 +24,9 @@
 #include "config_files.h"
 #include "bad_input.h"
 #include "config_reader.h"
+#include "gpt2/gpt2_spec.h"
+#include "mlp/mlp_spec.h"
+#include "registry.h"
 #include "train_spec.h"
 
 using trainctl::ConfigError;
@@ -100,7 +104,7 @@ TEST_CASE("the demo config validates with the values it sets") {
   CHECK(config.job.world_size() == 2);
 
   const trainctl::RunSpec& run = *config.run;
-  const auto& model = std::get<trainctl::MlpSpec>(run.model.config);
+  const auto& model = run.model.as<trainctl::MlpSpec>();
   CHECK(model.inputs == 32);
   CHECK(model.hidden == std::vector<int64_t>{128, 128});
   CHECK(model.classes == 4);
@@ -131,8 +135,8 @@ TEST_CASE("the demo config validates with the values it sets") {
 TEST_CASE("a minimal config gets the documented defaults") {
   const trainctl::RunSpec run = *load_text(kMinimalConfig).run;
   CHECK(std::string(run.model.kind()) == "mlp");
-  CHECK(std::get<trainctl::MlpSpec>(run.model.config).hidden.empty());
-  CHECK(std::get<trainctl::MlpSpec>(run.model.config).activation == trainctl::Activation::kRelu);
+  CHECK(run.model.as<trainctl::MlpSpec>().hidden.empty());
+  CHECK(run.model.as<trainctl::MlpSpec>().activation == trainctl::Activation::kRelu);
   CHECK_FALSE(run.train.recompute);
   CHECK(run.data.train == "train.h5");
   CHECK_FALSE(run.data.val.has_value());
@@ -160,8 +164,8 @@ TEST_CASE("a minimal config gets the documented defaults") {
 TEST_CASE("parse_run_spec reads the training tables without a [job] table") {
   const toml::table root = trainctl::parse_config_text(without_table(kMinimalConfig, "[job]"), "run.toml");
   const trainctl::RunSpec run = trainctl::parse_run_spec(root, "run.toml");
-  CHECK(std::get<trainctl::MlpSpec>(run.model.config).inputs == 4);
-  CHECK(std::get<trainctl::MlpSpec>(run.model.config).classes == 3);
+  CHECK(run.model.as<trainctl::MlpSpec>().inputs == 4);
+  CHECK(run.model.as<trainctl::MlpSpec>().classes == 3);
   CHECK(run.train.steps == 100);
   CHECK(run.train.micro_batch == 8);
 }
@@ -350,7 +354,7 @@ micro_batch = 2
 TEST_CASE("a gpt2 [model] is read by its kind's schema") {
   const trainctl::RunSpec run = *load_text(kGpt2Config).run;
   REQUIRE(std::string(run.model.kind()) == "gpt2");
-  const auto& model = std::get<trainctl::Gpt2Spec>(run.model.config);
+  const auto& model = run.model.as<trainctl::Gpt2Spec>();
   CHECK(model.n_layer == 2);
   CHECK(model.n_head == 4);
   CHECK(model.n_embd == 64);

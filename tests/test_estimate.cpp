@@ -16,9 +16,9 @@
 
 #include "classification_file.h"
 #include "device.h"
-#include "gpt2.h"
+#include "gpt2/gpt2.h"
 #include "job_spec.h"
-#include "mlp.h"
+#include "mlp/mlp.h"
 #include "registry.h"
 #include "token_file.h"
 #include "token_source.h"

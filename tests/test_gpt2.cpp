@@ -1,4 +1,4 @@
-// Tests for GPT-2 (models/gpt2.cpp) on the CPU reference ops, with a tiny model (2 layers, 2
+// Tests for GPT-2 (models/gpt2/gpt2.cpp) on the CPU reference ops, with a tiny model (2 layers, 2
 // heads, 8 wide, context 5, vocabulary 11, batches of 2): the gradient of every parameter
 // against central finite differences of the mean loss; the GPT2LMHeadModel state_dict layout
 // and its weight-decay groups; the layer_done slices (ln_f first, each block, wte and wpe last,
@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 
 #include "device.h"
-#include "gpt2.h"
+#include "gpt2/gpt2.h"
 #include "registry.h"
 #include "rng.h"
 

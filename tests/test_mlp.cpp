@@ -1,4 +1,4 @@
-// Tests for the MLP (models/mlp.cpp) and the CPU kernels it runs on (kernels/cpu/):
+// Tests for the MLP (models/mlp/mlp.cpp) and the CPU kernels it runs on (kernels/cpu/):
 // analytic gradients against central finite differences of the mean loss for every parameter,
 // with ReLU and with GELU; the PyTorch nn.Sequential parameter layout; gradient accumulation
 // over micro-batches; deterministic, bounded initialisation; and the kernels directly:
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "device.h"
-#include "mlp.h"
+#include "mlp/mlp.h"
 #include "rng.h"
 
 using trainctl::Activation;

@@ -10,6 +10,8 @@
 
 #include "bad_input.h"
 #include "device.h"
+#include "gpt2/gpt2_spec.h"
+#include "mlp/mlp_spec.h"
 #include "named_tensors.h"
 #include "registry.h"
 

@@ -11,14 +11,6 @@ namespace trainctl {
 
 namespace {
 
-// The widths of the activations: inputs, each hidden layer's, classes.
-std::vector<int64_t> layer_widths(const MlpSpec& spec) {
-  std::vector<int64_t> widths{spec.inputs};
-  widths.insert(widths.end(), spec.hidden.begin(), spec.hidden.end());
-  widths.push_back(spec.classes);
-  return widths;
-}
-
 // The Linears' tensors as the Sequential's state_dict has them: "0.weight" [out, in], "0.bias",
 // "2.weight", ... (an activation module sits between two Linears, so Linear i is at index 2i).
 std::vector<ParameterSlice> linear_tensors(const std::vector<int64_t>& widths) {
@@ -42,7 +34,7 @@ double training_flops_per_sample(const std::vector<ParameterSlice>& tensors) {
 }  // namespace
 
 Mlp::Buffers Mlp::plan_buffers(const MlpSpec& spec, const ModelOptions& options, BufferPlan& plan) {
-  const std::vector<int64_t> widths = layer_widths(spec);
+  const std::vector<int64_t> widths = spec.widths();
   const int64_t rows = options.max_examples;
   Buffers buffers;
   buffers.input = plan.activations(rows * spec.inputs);
@@ -59,7 +51,7 @@ Mlp::Buffers Mlp::plan_buffers(const MlpSpec& spec, const ModelOptions& options,
 
 Mlp::Mlp(const MlpSpec& spec, const Device& device, const ModelOptions& options)
     : Model(device, options.stream, options.precision), max_rows_(options.max_examples) {
-  const std::vector<int64_t> widths = layer_widths(spec);
+  const std::vector<int64_t> widths = spec.widths();
   set_layout(linear_tensors(widths));
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
     Layer layer;
@@ -169,16 +161,16 @@ void Mlp::evaluate_into(const Batch& batch, BatchResult* totals) {
 }
 
 std::unique_ptr<Model> make_mlp(const ModelSpec& spec, const Device& device, const ModelOptions& options) {
-  return std::make_unique<Mlp>(std::get<MlpSpec>(spec.config), device, options);
+  return std::make_unique<Mlp>(spec.as<MlpSpec>(), device, options);
 }
 
 std::vector<ParameterSlice> mlp_parameter_tensors(const ModelSpec& spec) {
-  return linear_tensors(layer_widths(std::get<MlpSpec>(spec.config)));
+  return linear_tensors(spec.as<MlpSpec>().widths());
 }
 
 ModelFootprint mlp_footprint(const ModelSpec& model, const ModelOptions& options) {
-  const auto& spec = std::get<MlpSpec>(model.config);
-  const std::vector<int64_t> widths = layer_widths(spec);
+  const auto& spec = model.as<MlpSpec>();
+  const std::vector<int64_t> widths = spec.widths();
   const std::vector<ParameterSlice> tensors = linear_tensors(widths);
   const int64_t rows = options.max_examples;
   constexpr auto kFloat = static_cast<int64_t>(sizeof(float)), kInt = static_cast<int64_t>(sizeof(int32_t));

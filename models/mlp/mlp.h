@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "mlp_spec.h"
 #include "model.h"
 
 namespace trainctl {

@@ -21,6 +21,7 @@
 #include <optional>
 #include <vector>
 
+#include "gpt2_spec.h"
 #include "model.h"
 
 namespace trainctl {

@@ -391,15 +391,15 @@ void Gpt2::next_token_logits(const int32_t* tokens, int64_t length, float* logit
 }
 
 std::unique_ptr<Model> make_gpt2(const ModelSpec& spec, const Device& device, const ModelOptions& options) {
-  return std::make_unique<Gpt2>(std::get<Gpt2Spec>(spec.config), device, options);
+  return std::make_unique<Gpt2>(spec.as<Gpt2Spec>(), device, options);
 }
 
 std::vector<ParameterSlice> gpt2_parameter_tensors(const ModelSpec& spec) {
-  return gpt2_tensors(std::get<Gpt2Spec>(spec.config));
+  return gpt2_tensors(spec.as<Gpt2Spec>());
 }
 
 ModelFootprint gpt2_footprint(const ModelSpec& model, const ModelOptions& options) {
-  const auto& spec = std::get<Gpt2Spec>(model.config);
+  const auto& spec = model.as<Gpt2Spec>();
   const int64_t rows = options.max_examples * spec.block_size;
   constexpr auto kFloat = static_cast<int64_t>(sizeof(float)), kInt = static_cast<int64_t>(sizeof(int32_t));
   ModelFootprint footprint = parameter_footprint(gpt2_tensors(spec), options.precision);
