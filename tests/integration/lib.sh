@@ -184,7 +184,17 @@ preempt_mid_run() {
   scancel -s TERM "$job"
   wait_for_job "$job" 240 COMPLETED FAILED CANCELLED
   [ "$(job_field "$job" JobState)" = COMPLETED ] || { cat "$run"/logs/* >&2; fail "job $job did not complete"; }
-  [ "$(job_field "$job" Restarts)" = 1 ] || fail "expected exactly one requeue, got $(job_field "$job" Restarts)"
+  # One requeue comes of the signal. On a loaded machine a rank may also die before the pause (Open
+  # MPI's TCP connect under load has crashed one at start-up): the runtime requeues that as an
+  # infrastructure fault, which job.outcome records; the test stands as long as every restart is
+  # accounted for there and only one is the signal's.
+  local restarts saves
+  restarts=$(job_field "$job" Restarts)
+  saves=$(grep -c '^requeued: saved at step' "$run/job.outcome" || true)
+  [ "$saves" = 1 ] || fail "expected one requeue after the stop signal, got $saves: $(cat "$run/job.outcome")"
+  [ "$(grep -c '^requeued: ' "$run/job.outcome")" = "$restarts" ] ||
+    fail "job $job restarted $restarts times, but job.outcome accounts for other requeues: $(cat "$run/job.outcome")"
+  [ "$restarts" = 1 ] || echo "note: job $job was requeued $((restarts - 1)) more time(s), for: $(sed -n '/^requeued: saved/!s/^requeued: //p' "$run/job.outcome" | paste -sd ';')" >&2
   stop_step=$(sed -nE 's/.*"step":([0-9]+),"event":"stop".*/\1/p' "$run/metrics.jsonl")
   [ "$stop_step" -gt 60 ] && [ "$stop_step" -lt "$steps" ] || fail "stopped at step '$stop_step', not mid-run"
   grep -q "\"step\":$stop_step,\"event\":\"resume\"" "$run/metrics.jsonl" || fail "no resume at $stop_step"
