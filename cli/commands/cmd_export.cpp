@@ -15,7 +15,7 @@
 #include "named_tensors.h"
 #include "registry.h"
 #include "safetensors.h"
-#include "stored_checkpoint.h"
+#include "runs/stored_checkpoint.h"
 #include "train_spec.h"
 
 namespace trainctl {

@@ -25,8 +25,8 @@
 #include "config_file.h"
 #include "errors.h"
 #include "exit_codes.h"
-#include "local_runtime.h"
-#include "memory_estimate.h"
+#include "runs/local_runtime.h"
+#include "estimate/memory_estimate.h"
 #include "metrics_file.h"
 #include "preflight.h"
 
