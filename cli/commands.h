@@ -1,4 +1,4 @@
-// The trainctl subcommands, one file each (cmd_<name>.cpp). Each adds itself to the app;
+// The trainctl subcommands, one file each (commands/cmd_<name>.cpp). Each adds itself to the app;
 // its callback throws the typed errors of errors.h, which main maps to exit codes.
 #pragma once
 
@@ -10,7 +10,7 @@
 
 #include "config_file.h"
 #include "render.h"
-#include "run_dir.h"
+#include "runs/run_dir.h"
 
 namespace trainctl {
 

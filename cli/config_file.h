@@ -8,9 +8,9 @@
 #include <toml++/toml.h>
 
 #include "job_spec.h"
-#include "run_dir.h"
+#include "runs/run_dir.h"
 #include "program_spec.h"
-#include "sweep.h"
+#include "sweeps/sweep.h"
 #include "train_spec.h"
 
 namespace trainctl {

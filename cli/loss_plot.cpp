@@ -9,7 +9,7 @@
 
 #include "errors.h"
 #include "metrics_file.h"
-#include "sweep_status.h"
+#include "sweeps/sweep_status.h"
 
 namespace trainctl {
 

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "line_chart.h"
-#include "run_dir.h"
-#include "sweep_dir.h"
+#include "runs/run_dir.h"
+#include "sweeps/sweep_dir.h"
 
 namespace trainctl {
 

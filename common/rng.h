@@ -42,8 +42,8 @@ class Rng {
 // Stream ids, so that no two uses of one seed overlap.
 constexpr uint64_t kWeightInitStream = 1;
 constexpr uint64_t kSyntheticDataStream = 2;
-constexpr uint64_t kSweepSampleStream = 3;  // trainctl's random search (cli/sweep.cpp)
-constexpr uint64_t kSampleStream = 4;  // trainctl sample's token draws (cli/cmd_sample.cpp)
+constexpr uint64_t kSweepSampleStream = 3;  // trainctl's random search (cli/sweeps/sweep.cpp)
+constexpr uint64_t kSampleStream = 4;  // trainctl sample's token draws (cli/commands/cmd_sample.cpp)
 constexpr uint64_t kEpochPermutationStream = 1000;  // + epoch
 
 }  // namespace trainctl

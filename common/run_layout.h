@@ -1,5 +1,5 @@
 // The run directory's layout, defined once for the three programs that share it: the CLI
-// (cli/run_dir.h), the batch script (slurm/render.cpp, which takes its file names from here)
+// (cli/runs/run_dir.h), the batch script (slurm/render.cpp, which takes its file names from here)
 // and the runtime.
 //   config.toml      the resolved config the runtime trains from
 //   job.sbatch       the batch script that was submitted

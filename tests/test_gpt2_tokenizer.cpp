@@ -1,5 +1,5 @@
 // Tests for GPT-2's tokenizer (data/gpt2_tokenizer.cpp) and its streaming over files
-// (cli/tokenize_files.cpp), on a tiny vocabulary written here: GPT-2's 256 byte tokens in its
+// (cli/data/tokenize_files.cpp), on a tiny vocabulary written here: GPT-2's 256 byte tokens in its
 // id order, a dozen merges and <|endoftext|>. The byte-to-character mapping, merges by rank,
 // the pre-tokenizer's splits, split points against whole-text encoding, the loading errors'
 // exact messages, tokenizer.json read as vocab.json + merges.txt are (hash and tokens), UTF-8
@@ -23,7 +23,7 @@
 #include "config_files.h"
 #include "gpt2_tokenizer.h"
 #include "token_file.h"
-#include "tokenize_files.h"
+#include "data/tokenize_files.h"
 
 using config_files::TempDir;
 using trainctl::Gpt2Tokenizer;

@@ -23,7 +23,7 @@
 #include "program_rank.h"
 #include "program_spec.h"
 #include "rank_environment.h"
-#include "sweep.h"
+#include "sweeps/sweep.h"
 
 using namespace config_files;
 using trainctl::BadInput;

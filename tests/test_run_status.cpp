@@ -1,4 +1,4 @@
-// Tests for a run's status (cli/run_status.cpp) as the failure taxonomy shapes it: job.outcome's
+// Tests for a run's status (cli/runs/run_status.cpp) as the failure taxonomy shapes it: job.outcome's
 // first line is the last ending and its later lines the reasons for earlier requeues; a requeue
 // outcome is no end; the status table's note names them all.
 #include <doctest/doctest.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "run_status.h"
+#include "runs/run_status.h"
 
 namespace {
 

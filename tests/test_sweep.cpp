@@ -1,9 +1,9 @@
-// Tests for sweeps: reading [sweep] as load_config does (cli/sweep.cpp, through cli/config_file.cpp),
+// Tests for sweeps: reading [sweep] as load_config does (cli/sweeps/sweep.cpp, through cli/config_file.cpp),
 // grid expansion in row-major file order, seeded random draws and their bounds, grid x random
 // pairing, the exact "FILE:LINE:COL: key: message" text of bad sweep input, task configs and the
 // check of each task's whole config, job-array splitting (slurm/job_array.cpp), the manifest's
-// text round trip and its corruption errors (cli/sweep_dir.cpp), the status helpers that need no
-// SLURM (cli/sweep_status.cpp, cli/run_status.cpp: settle_state, reading metrics.jsonl), and the
+// text round trip and its corruption errors (cli/sweeps/sweep_dir.cpp), the status helpers that need no
+// SLURM (cli/sweeps/sweep_status.cpp, cli/runs/run_status.cpp: settle_state, reading metrics.jsonl), and the
 // JSON they write (common/json.h, `sweep status --json`).
 #include <doctest/doctest.h>
 
@@ -28,10 +28,10 @@
 #include "config_reader.h"
 #include "job_array.h"
 #include "json.h"
-#include "run_status.h"
-#include "sweep.h"
-#include "sweep_dir.h"
-#include "sweep_status.h"
+#include "runs/run_status.h"
+#include "sweeps/sweep.h"
+#include "sweeps/sweep_dir.h"
+#include "sweeps/sweep_status.h"
 
 using trainctl::ConfigError;
 using trainctl::SweepManifest;

@@ -1,5 +1,5 @@
 // Tests for token data (data/token_file.cpp, data/token_source.cpp, `trainctl data tokenize` in
-// cli/cmd_data.cpp): the exact errors for a wrong magic, a wrong version, a file size that does
+// cli/commands/cmd_data.cpp): the exact errors for a wrong magic, a wrong version, a file size that does
 // not match the header, a token >= vocab_size, a shard shorter than block_size + 1 and a pattern
 // that matches nothing; a write/read round trip; the windows of two shards, listed in sorted
 // order, mapped to tokens and targets; the streaming writer and its validation split; and

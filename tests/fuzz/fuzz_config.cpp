@@ -20,7 +20,7 @@
 #include "config_file.h"
 #include "config_reader.h"
 #include "program_spec.h"
-#include "sweep.h"
+#include "sweeps/sweep.h"
 
 namespace {
 

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 src=$TRAINCTL_SOURCE_DIR
 for header in "$src"/runtime/*.h; do
   name=$(basename "$header")
-  if grep -lE "#include [\"<]$name[\">]" "$src"/cli/* "$src"/slurm/* "$src"/program/* 2>/dev/null; then
+  if grep -rlE "#include [\"<]$name[\">]" "$src"/cli "$src"/slurm "$src"/program 2>/dev/null; then
     fail "the files above include runtime/$name"
   fi
 done

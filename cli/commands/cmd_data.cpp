@@ -3,7 +3,7 @@
 // perfectly but a small MLP can.
 // trainctl data tokenize: text files as llm.c token files, with a byte-level tokenizer (token =
 // byte value, so vocab_size = 256 suffices) for demos and tests that download nothing, or with
-// GPT-2's tokenizer from a directory (tokenize_files.h).
+// GPT-2's tokenizer from a directory (data/tokenize_files.h).
 // trainctl data decode: a token file as text again.
 #include <algorithm>
 #include <cmath>
@@ -23,7 +23,7 @@
 #include "gpt2_tokenizer.h"
 #include "rng.h"
 #include "token_file.h"
-#include "tokenize_files.h"
+#include "data/tokenize_files.h"
 
 namespace trainctl {
 

@@ -3,7 +3,7 @@
 
 #include "commands.h"
 #include "errors.h"
-#include "run_dir.h"
+#include "runs/run_dir.h"
 #include "slurm_client.h"
 
 namespace trainctl {

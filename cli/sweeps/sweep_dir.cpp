@@ -1,5 +1,5 @@
 // The sweep directory: see sweep_dir.h.
-#include "sweep_dir.h"
+#include "sweeps/sweep_dir.h"
 
 #include <filesystem>
 #include <fstream>

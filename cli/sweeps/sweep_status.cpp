@@ -1,12 +1,12 @@
 // What is known about a sweep: see sweep_status.h.
-#include "sweep_status.h"
+#include "sweeps/sweep_status.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
 
-#include "sweep.h"
+#include "sweeps/sweep.h"
 #include "toml_json.h"
 
 namespace trainctl {

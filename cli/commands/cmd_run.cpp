@@ -8,9 +8,9 @@
 #include "errors.h"
 #include "exit_codes.h"
 #include "local_ranks.h"
-#include "local_runtime.h"
+#include "runs/local_runtime.h"
 #include "preflight.h"
-#include "run_dir.h"
+#include "runs/run_dir.h"
 
 namespace trainctl {
 

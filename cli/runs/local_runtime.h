@@ -7,7 +7,7 @@
 
 #include "child_process.h"
 #include "job_spec.h"
-#include "run_dir.h"
+#include "runs/run_dir.h"
 
 namespace trainctl {
 

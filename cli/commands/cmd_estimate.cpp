@@ -1,5 +1,5 @@
 // trainctl estimate CONFIG [--measure N]: what a config's run needs before it waits in a queue.
-// Parameters, each rank's memory by component (memory_estimate.h: with and without recompute
+// Parameters, each rank's memory by component (estimate/memory_estimate.h: with and without recompute
 // where the model has it) and the training FLOPs per step, from the model registry's footprints
 // and the data files' headers. With --measure N, N steps timed on this machine, turned into the
 // run's expected duration, a job.time and a checkpoint interval. Warnings (exit 0): job.mem below
@@ -25,8 +25,8 @@
 #include "config_file.h"
 #include "errors.h"
 #include "exit_codes.h"
-#include "local_runtime.h"
-#include "memory_estimate.h"
+#include "runs/local_runtime.h"
+#include "estimate/memory_estimate.h"
 #include "metrics_file.h"
 #include "preflight.h"
 

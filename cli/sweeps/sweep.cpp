@@ -1,5 +1,5 @@
 // Sweeps: see sweep.h.
-#include "sweep.h"
+#include "sweeps/sweep.h"
 
 #include <algorithm>
 #include <cmath>

@@ -10,7 +10,7 @@
 #include "job_spec.h"
 #include "render.h"
 #include "slurm_client.h"
-#include "sweep_dir.h"
+#include "sweeps/sweep_dir.h"
 
 namespace trainctl {
 

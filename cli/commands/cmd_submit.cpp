@@ -1,6 +1,6 @@
 // trainctl submit CONFIG: creates the run directory and submits its batch script with sbatch;
 // a config with [sweep] becomes a sweep directory submitted as job arrays. Its data files
-// (preflight.h) and job.mem against the estimated memory (memory_estimate.h) are checked first.
+// (preflight.h) and job.mem against the estimated memory (estimate/memory_estimate.h) are checked first.
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -11,12 +11,12 @@
 #include "atomic_file.h"
 #include "commands.h"
 #include "config_file.h"
-#include "run_dir.h"
+#include "runs/run_dir.h"
 #include "errors.h"
-#include "memory_estimate.h"
+#include "estimate/memory_estimate.h"
 #include "preflight.h"
 #include "slurm_client.h"
-#include "sweep_submit.h"
+#include "sweeps/sweep_submit.h"
 
 namespace trainctl {
 

@@ -9,8 +9,8 @@
 #include "commands.h"
 #include "errors.h"
 #include "loss_plot.h"
-#include "sweep_status.h"
-#include "sweep_submit.h"
+#include "sweeps/sweep_status.h"
+#include "sweeps/sweep_submit.h"
 
 namespace trainctl {
 

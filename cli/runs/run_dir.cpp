@@ -1,5 +1,5 @@
 // The run directory: see run_dir.h.
-#include "run_dir.h"
+#include "runs/run_dir.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,6 +1,6 @@
 // What is known about a run: SLURM's view of its job (scontrol, or squeue; never sacct, which
 // a cluster without slurmdbd lacks) joined with the run directory's own record of progress.
-// A sweep's tasks are runs too (sweep_status.h); only where SLURM's view comes from differs.
+// A sweep's tasks are runs too (sweeps/sweep_status.h); only where SLURM's view comes from differs.
 #pragma once
 
 #include <optional>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "json.h"
-#include "run_dir.h"
+#include "runs/run_dir.h"
 #include "slurm_client.h"
 
 namespace trainctl {

@@ -10,8 +10,8 @@
 
 #include "commands.h"
 #include "errors.h"
-#include "run_dir.h"
-#include "run_status.h"
+#include "runs/run_dir.h"
+#include "runs/run_status.h"
 
 namespace trainctl {
 

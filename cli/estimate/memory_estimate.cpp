@@ -1,5 +1,5 @@
 // The memory a config's run needs: see memory_estimate.h.
-#include "memory_estimate.h"
+#include "estimate/memory_estimate.h"
 
 #include <filesystem>
 #include <iterator>
@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 
 #include "bad_input.h"
-#include "local_runtime.h"
 #include "registry.h"
-#include "sweep.h"
+#include "runs/local_runtime.h"
+#include "sweeps/sweep.h"
 
 namespace trainctl {
 

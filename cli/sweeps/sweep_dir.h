@@ -4,7 +4,7 @@
 //                              submitted for it (job id, tasks, why); written atomically
 //   arrays/array-K.sbatch      the batch script of the K-th array
 //   logs/array-<job>_<i>.out   output from before array index i reached its run directory
-//   tasks/<index>/             each task's run directory (run_dir.h)
+//   tasks/<index>/             each task's run directory (runs/run_dir.h)
 #pragma once
 
 #include <cstdint>
@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "run_dir.h"
-#include "sweep.h"
+#include "runs/run_dir.h"
+#include "sweeps/sweep.h"
 
 namespace trainctl {
 

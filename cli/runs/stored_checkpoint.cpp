@@ -1,5 +1,5 @@
 // A checkpoint named on the command line: see stored_checkpoint.h.
-#include "stored_checkpoint.h"
+#include "runs/stored_checkpoint.h"
 
 #include <filesystem>
 

@@ -1,5 +1,5 @@
 // Text files through GPT-2's tokenizer into a token file, streamed: see tokenize_files.h.
-#include "tokenize_files.h"
+#include "data/tokenize_files.h"
 
 #include <sched.h>
 #include <unistd.h>

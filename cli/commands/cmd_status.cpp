@@ -6,7 +6,7 @@
 #include "commands.h"
 #include "errors.h"
 #include "loss_plot.h"
-#include "run_status.h"
+#include "runs/run_status.h"
 
 namespace trainctl {
 

@@ -13,7 +13,7 @@
 #include "named_tensors.h"
 #include "registry.h"
 #include "safetensors.h"
-#include "stored_checkpoint.h"
+#include "runs/stored_checkpoint.h"
 
 namespace trainctl {
 

@@ -8,11 +8,11 @@
 #include "commands.h"
 #include "config_file.h"
 #include "errors.h"
-#include "memory_estimate.h"
+#include "estimate/memory_estimate.h"
 #include "render.h"
-#include "run_dir.h"
+#include "runs/run_dir.h"
 #include "slurm_client.h"
-#include "sweep_submit.h"
+#include "sweeps/sweep_submit.h"
 
 namespace trainctl {
 

@@ -1,5 +1,5 @@
 // trainctl validate CONFIG: checks a config the way submit and the runtime will read it, its data
-// files (preflight.h) and that job.mem holds its estimated memory (memory_estimate.h).
+// files (preflight.h) and that job.mem holds its estimated memory (estimate/memory_estimate.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -7,9 +7,9 @@
 #include "config_reader.h"
 #include "json.h"
 #include "config_file.h"
-#include "memory_estimate.h"
+#include "estimate/memory_estimate.h"
 #include "preflight.h"
-#include "sweep_submit.h"
+#include "sweeps/sweep_submit.h"
 
 namespace trainctl {
 

@@ -1,5 +1,5 @@
 // Submitting a sweep: see sweep_submit.h.
-#include "sweep_submit.h"
+#include "sweeps/sweep_submit.h"
 
 #include <sys/stat.h>
 

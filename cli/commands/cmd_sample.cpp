@@ -21,7 +21,7 @@
 #include "named_tensors.h"
 #include "registry.h"
 #include "rng.h"
-#include "stored_checkpoint.h"
+#include "runs/stored_checkpoint.h"
 
 namespace trainctl {
 

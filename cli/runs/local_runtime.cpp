@@ -1,5 +1,5 @@
 // trainctl-runtime on this machine: see local_runtime.h.
-#include "local_runtime.h"
+#include "runs/local_runtime.h"
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // What is known about a run: see run_status.h.
-#include "run_status.h"
+#include "runs/run_status.h"
 
 #include <algorithm>
 #include <array>

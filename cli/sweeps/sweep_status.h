@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "run_status.h"
+#include "runs/run_status.h"
 #include "slurm_client.h"
-#include "sweep_dir.h"
+#include "sweeps/sweep_dir.h"
 
 namespace trainctl {
 
