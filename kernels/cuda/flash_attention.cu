@@ -274,6 +274,26 @@ __device__ inline void probabilities(float (&s)[kColumns / 8][4], int64_t first_
 }
 
 // The block's per-query values of a query tile in shared memory: lse (in base 2) and dO . O.
+// The two products each backward pass starts a tile with, for the warp's 16 rows of a and c and
+// the tile's kRows rows of b and d, over the head size: first += a b^T and second += c d^T (the
+// scores and their gradient: Q K^T and dO V^T in the dQ pass, transposed in the dK/dV pass).
+template <int kD>
+__device__ inline void two_products(float (&first)[kRows / 8][4], const Tile<kD>& a, const Tile<kD>& b,
+                                    float (&second)[kRows / 8][4], const Tile<kD>& c, const Tile<kD>& d, int warp) {
+  for (int k0 = 0; k0 < kD; k0 += 16) {
+    uint32_t a_rows[4], c_rows[4];
+    a_fragment(a_rows, a, 16 * warp, k0);
+    a_fragment(c_rows, c, 16 * warp, k0);
+    for (int n = 0; n < kRows / 8; ++n) {
+      uint32_t columns[2];
+      b_fragment_by_rows(columns, b, 8 * n, k0);
+      mma_m16n8k16_bf16(first[n], a_rows, columns, first[n]);
+      b_fragment_by_rows(columns, d, 8 * n, k0);
+      mma_m16n8k16_bf16(second[n], c_rows, columns, second[n]);
+    }
+  }
+}
+
 struct QueryValues {
   float* lse_log2;
   float* dots;
@@ -340,18 +360,7 @@ __global__ void __launch_bounds__(kThreads)
 
     // P^T and dP^T for the warp's 16 keys and the tile's 64 queries: K Q^T and V dO^T.
     float p[kRows / 8][4] = {}, grad_p[kRows / 8][4] = {};
-    for (int k0 = 0; k0 < kD; k0 += 16) {
-      uint32_t keys[4], key_values[4];
-      a_fragment(keys, k_tile, 16 * warp, k0);
-      a_fragment(key_values, v_tile, 16 * warp, k0);
-      for (int n = 0; n < kRows / 8; ++n) {
-        uint32_t b[2];
-        b_fragment_by_rows(b, q_tile, 8 * n, k0);
-        mma_m16n8k16_bf16(p[n], keys, b, p[n]);
-        b_fragment_by_rows(b, grad_out_tile, 8 * n, k0);
-        mma_m16n8k16_bf16(grad_p[n], key_values, b, grad_p[n]);
-      }
-    }
+    two_products(p, k_tile, q_tile, grad_p, v_tile, grad_out_tile, warp);
     probabilities<kRows, false>(p, first_key + 16 * warp, first_query, values.lse_log2, shape);
     // dS^T = P^T (dP^T - dO . O of the column's query).
     for (int n = 0; n < kRows / 8; ++n)
@@ -413,18 +422,7 @@ __global__ void __launch_bounds__(kThreads)
 
     // P and dP for the warp's 16 queries and the tile's 64 keys: Q K^T and dO V^T.
     float p[kRows / 8][4] = {}, grad_p[kRows / 8][4] = {};
-    for (int k0 = 0; k0 < kD; k0 += 16) {
-      uint32_t queries[4], grads[4];
-      a_fragment(queries, q_tile, 16 * warp, k0);
-      a_fragment(grads, grad_out_tile, 16 * warp, k0);
-      for (int n = 0; n < kRows / 8; ++n) {
-        uint32_t b[2];
-        b_fragment_by_rows(b, k_tile, 8 * n, k0);
-        mma_m16n8k16_bf16(p[n], queries, b, p[n]);
-        b_fragment_by_rows(b, v_tile, 8 * n, k0);
-        mma_m16n8k16_bf16(grad_p[n], grads, b, grad_p[n]);
-      }
-    }
+    two_products(p, q_tile, k_tile, grad_p, grad_out_tile, v_tile, warp);
     probabilities<kRows, true>(p, first_query + 16 * warp, first_key, values.lse_log2 + 16 * warp, shape);
     // dS = P (dP - dO . O of the row's query).
     for (int n = 0; n < kRows / 8; ++n)
