@@ -50,8 +50,9 @@ void add_sample_command(CLI::App& app);
 void add_estimate_command(CLI::App& app);
 void add_plot_command(CLI::App& app);
 
-// The batch script of `config` for `run_dir` (render shows it, submit submits it).
-std::string batch_script(const Config& config, const RunDir& run_dir);
+// The batch script of `config` for `run_dir` (render shows it, submit submits it), excluding
+// `excluded_nodes` beside job.exclude.
+std::string batch_script(const Config& config, const RunDir& run_dir, const std::vector<std::string>& excluded_nodes = {});
 
 // What srun starts on every slot for a config (its table): trainctl-launch for a [program],
 // else trainctl-runtime.

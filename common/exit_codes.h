@@ -9,4 +9,7 @@ constexpr int kBadConfig = 2;    // the config or a checkpoint does not fit this
 // EX_TEMPFAIL: saved after a signal; requeue me to continue. Also a [program]'s word, given to it
 // as TRAINCTL_EXIT_REQUEUE (docs/programs.md).
 constexpr int kSavedRequeue = 75;
+// The node check failed (docs/reliability.md): an infrastructure fault; bad.nodes names the node,
+// and the batch script requeues the job away from it.
+constexpr int kBadNode = 76;
 }  // namespace trainctl::exit_code

@@ -208,6 +208,9 @@ JobSpec parse_job_spec(const toml::table& root, const std::string& file) {
   // The watchdog reads heartbeat.step, which trainctl-runtime writes; a [program] need not, so
   // its watchdog is off unless the user turns it on (docs/programs.md).
   job.hang_timeout = parse_hang_timeout(reader, root.contains("program") ? 0 : job.hang_timeout);
+  job.check_nodes = reader.boolean("check_nodes", job.check_nodes);
+  job.check_nodes_timeout = reader.integer("check_nodes_timeout", job.check_nodes_timeout, 1, kMaxTimeLimitSeconds);
+  job.max_excluded_nodes = reader.integer("max_excluded_nodes", job.max_excluded_nodes, 0, kMaxExcludedNodes);
   job.constraint = optional_matching(reader, "constraint", kConstraint);
   job.exclude = optional_matching(reader, "exclude", kHostList);
   job.env = parse_env(reader, job_table, file);

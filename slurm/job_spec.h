@@ -19,6 +19,7 @@ constexpr int64_t kMaxRanksPerNode = 4096;
 constexpr int64_t kMaxCpusPerRank = 4096;
 constexpr int64_t kMaxGpusPerNode = 1024;
 constexpr int64_t kMaxRequeues = 1000;
+constexpr int64_t kMaxExcludedNodes = 1000;
 
 struct JobSpec {
   std::string name;                     // [A-Za-z0-9._-]+, also names the default run dir
@@ -38,6 +39,13 @@ struct JobSpec {
   // script kills the ranks as hung and requeues; 0 turns the watchdog off (the default for a
   // config with [program]).
   int64_t hang_timeout = 1800;
+  // Before step 0 of every start, each rank checks its device and the ranks one all-reduce and
+  // one all-gather, the collectives bounded by check_nodes_timeout seconds (docs/reliability.md).
+  bool check_nodes = true;
+  int64_t check_nodes_timeout = 300;
+  // Nodes blamed for a failure are excluded from the requeued job, up to this many; one more
+  // fails the job instead of letting it queue for ever.
+  int64_t max_excluded_nodes = 2;
   std::optional<std::string> constraint;
   std::optional<std::string> exclude;
   std::map<std::string, std::string> env;  // exported into the batch script, values quoted

@@ -19,6 +19,10 @@ namespace trainctl {
 
 namespace {
 
+// How long the watchdog waits for the ranks' hang reports before it kills them: a rank writes
+// its report from a signal handler at once, unless it is stopped or stuck in the kernel.
+constexpr int kHangReportWaitSeconds = 10;
+
 // Who this job is: its run directory and the id it requeues as. An array task is requeued as
 // <array job>_<array index>, the id squeue shows for it, so it requeues alone.
 constexpr std::string_view kJobSection = R"bash(run_dir="$TRAINCTL_RUN_DIR"
@@ -35,8 +39,9 @@ export TRAINCTL_MASTER_ADDR="${master_addr:-$master_node}"
 )bash";
 
 // Fixed text, so no config value can reach it unquoted: it only reads the shell variables set
-// in front of it (rank_executable, ranks_run, max_requeues, hang_timeout, saved_requeue_code,
-// those of kJobSection, and the file variables of run_file_section).
+// in front of it (rank_executable, ranks_run, max_requeues, hang_timeout, hang_report_wait,
+// max_excluded_nodes, user_exclude, saved_requeue_code, bad_node_code, those of kJobSection, and
+// the file variables of run_file_section).
 constexpr std::string_view kRunSection = R"bash(if [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then
   # An array task keeps its job id and its log in its own run directory, as a single job does.
   echo "$requeue_target" > "$job_id_file"
@@ -61,15 +66,67 @@ record_outcome() {
   mv -f "$outcome_file.new" "$outcome_file"
 }
 
+# Bad nodes: bad.nodes holds a line "NODE<tab>REASON" for each failure a node was blamed for (by
+# the ranks' node check, or here). A requeued job excludes them.
+blame_node() {
+  printf '%s\t%s\n' "$1" "$2" >> "$bad_nodes_file"
+  echo "trainctl: blaming node $1: $2"
+}
+# The nodes blamed, each once, in the order first blamed.
+blamed_nodes() {
+  awk -F '\t' 'NF >= 2 && !seen[$1]++ { print $1 }' "$bad_nodes_file" 2>/dev/null
+}
+# "n1 (why), n2 (why)": each blamed node with the latest reason.
+blamed_nodes_with_reasons() {
+  awk -F '\t' 'NF >= 2 { if (!($1 in why)) order[++count] = $1; why[$1] = $2 }
+    END { for (i = 1; i <= count; i++) printf "%s%s (%s)", (i > 1 ? ", " : ""), order[i], why[order[i]] }' \
+    "$bad_nodes_file" 2>/dev/null
+}
+# The node rank R ran on in this start (each rank writes rank.nodes/R as it starts), or "?".
+node_of_rank() {
+  local node
+  node=$(cat "$rank_nodes_dir/$1" 2>/dev/null)
+  echo "${node:-?}"
+}
+
 # The hang watchdog: the ranks record their last finished step in the heartbeat file. When it
 # has not changed for hang_timeout seconds (start-up, evaluation and saves included), the ranks
 # are hung (a stopped or deadlocked rank, a dead peer, a stuck filesystem): their step is killed
-# and the job requeued like any infrastructure fault.
+# and the job requeued like any infrastructure fault. Before that, every rank is asked with
+# SIGQUIT for its hang report (hang/R: its step, phase, the collective it waits in, its stack);
+# the rank that did not reach the collective the others wait in is named and its node blamed.
+ranks_step() {
+  squeue -h -s -j "$SLURM_JOB_ID" -o '%i %j' 2>/dev/null | awk '$2 == "trainctl-ranks" { print $1; exit }'
+}
+hang_report() {
+  local step=$1 ranks=${SLURM_NTASKS:-1} deadline=$((SECONDS + hang_report_wait)) rank line
+  scancel --signal=QUIT "$step" 2>/dev/null || return 0
+  while [ "$(find "$hang_dir" -type f 2>/dev/null | wc -l)" -lt "$ranks" ] && [ "$SECONDS" -lt "$deadline" ]; do
+    sleep 0.2
+  done
+  for ((rank = 0; rank < ranks; rank++)); do
+    line=$(head -n 1 "$hang_dir/$rank" 2>/dev/null)
+    echo "trainctl: hang report: ${line:-rank=$rank node=$(node_of_rank "$rank") no-report}"
+  done | tee "$hang_dir.summary"
+  # The collective most ranks wait in, and the first rank not in it: "RANK NODE COLLECTIVE STEP".
+  read -r hung_rank hung_node hung_collective hung_step < <(sed 's/^trainctl: hang report: //' "$hang_dir.summary" |
+    awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); field[NR, kv[1]] = kv[2] }
+           if (field[NR, "phase"] == "collective") waiting[field[NR, "collective"] " " field[NR, "step"]]++ }
+         END { for (c in waiting) if (waiting[c] > most) { most = waiting[c]; where = c }
+               if (where == "") exit
+               split(where, w, " ")
+               for (r = 1; r <= NR; r++)
+                 if (field[r, "phase"] != "collective" || field[r, "collective"] " " field[r, "step"] != where) {
+                   print field[r, "rank"], field[r, "node"], w[1], w[2]; exit } }')
+  rm -f "$hang_dir.summary"
+}
+
 kill_hung_step() {
   local step
-  step=$(squeue -h -s -j "$SLURM_JOB_ID" -o '%i %j' 2>/dev/null | awk '$2 == "trainctl-ranks" { print $1; exit }')
-  if [ -n "$step" ] && scancel --signal=KILL "$step"; then
-    return
+  step=$(ranks_step)
+  if [ -n "$step" ]; then
+    hang_report "$step"
+    scancel --signal=KILL "$step" && return
   fi
   echo "trainctl: cannot find the ranks' step to cancel; killing srun"
   kill -KILL "$1"
@@ -103,25 +160,49 @@ run_ranks() {
   wait "$srun_pid"
 }
 
+# The rank a signal killed, by srun's word in this start's part of the log ("srun: error: n2:
+# task 1: Killed"): "NODE RANK WHAT".
+rank_killed_by_signal() {
+  awk -v start="trainctl: job $requeue_target run $restart_count starting" '
+    index($0, start) == 1 { found = "" }
+    found == "" && match($0, /^srun: error: [^:]+: tasks? [0-9]+[^:]*: /) {
+      split(substr($0, 14, RLENGTH - 15), part, ": ")
+      sub(/^tasks? /, "", part[2]); sub(/[^0-9].*/, "", part[2])
+      found = part[1] " " part[2] " " substr($0, RLENGTH + 1) }
+    END { if (found != "") print found }' "$log_file" 2>/dev/null
+}
+
 start_step=$(read_count "$progress_file")
 # A run that ended without this script's word left "running" first: SLURM itself ended it and
-# requeued the job (a node failure).
+# requeued the job (a node failure). The nodes it ran on that SLURM now holds down are blamed.
 if [ "$(head -n 1 "$outcome_file" 2>/dev/null)" = running ]; then
   record_outcome "requeued: by SLURM at step $start_step (the run before ended without the batch script's word)"
+  previous_nodes=$(cat "$nodes_file" 2>/dev/null)
+  if [ -n "$previous_nodes" ]; then
+    sinfo -h -N -n "$previous_nodes" -t down,drain,fail,no_respond -o '%N %T' 2>/dev/null | sort -u |
+      while read -r node state; do blame_node "$node" "down: SLURM held it $state after ending the job"; done
+  fi
 fi
 record_outcome running
-echo "trainctl: job $requeue_target run $restart_count starting at step $start_step on $(hostname)"
+echo "trainctl: job $requeue_target run $restart_count starting at step $start_step on ${SLURM_JOB_NODELIST:-$(hostname)}"
+echo "${SLURM_JOB_NODELIST:-}" > "$nodes_file"
+if [ -s "$bad_nodes_file" ]; then
+  echo "trainctl: nodes blamed before: $(blamed_nodes_with_reasons)"
+fi
 hung_at=""
-rm -rf "$rank_exits_dir"
+hung_rank="" hung_node="" hung_collective="" hung_step=""
+bad_lines_before=$(cat "$bad_nodes_file" 2>/dev/null | wc -l)
+rm -rf "$rank_exits_dir" "$rank_nodes_dir" "$hang_dir"
 run_ranks
 rc=$?
 # A [program]'s ranks each record how their program ended and when (trainctl-launch). The first
 # failure decides, not srun's code: after it, --kill-on-bad-exit terminates the other ranks, and
 # srun reports their signal. A program's own exit code stays its own, even above 128.
-failed_by="" failed_code=""
+failed_rank="" failed_by="" failed_code=""
 if [ "$rc" -ne 0 ]; then
-  read -r failed_by failed_code < <(cat "$rank_exits_dir"/* 2>/dev/null | sort -n -k 3 |
-    awk '$1 == "signal" || $2 != 0 { print $1, $2; exit }')
+  read -r failed_rank failed_by failed_code < <(for end in "$rank_exits_dir"/*; do
+      [ -f "$end" ] && echo "${end##*/} $(cat "$end")"
+    done | sort -n -k 4 | awk '$2 == "signal" || $3 != 0 { print $1, $2, $3; exit }')
   case $failed_by in
     signal) rc=$((128 + failed_code)) ;;
     exit) rc=$failed_code ;;
@@ -141,16 +222,33 @@ if [ "$rc" -eq 0 ]; then
   record_outcome "failed: incomplete"
   exit 1
 fi
-# The failure taxonomy. The ranks' own codes 1 and 2 (and any other below 128 but 75) are the
-# user's to fix: requeuing would fail again. srun exits 128 + N when a rank was killed by signal
-# N (the OOM killer, a node going down, an operator): an infrastructure fault, which a requeue
-# resumes from the last checkpoint.
+# The failure taxonomy. The ranks' own codes 1 and 2 (and any other below 128 but 75 and 76) are
+# the user's to fix: requeuing would fail again. srun exits 128 + N when a rank was killed by
+# signal N (the OOM killer, a node going down, an operator): an infrastructure fault, which a
+# requeue resumes from the last checkpoint. 76 is the ranks' node check: a node is bad.
 end_step=$(read_count "$progress_file")
+progress_counts=true
 if [ -n "$hung_at" ]; then
   ending="hung at step $hung_at"
+  if [ -n "$hung_rank" ]; then
+    ending="$ending; rank $hung_rank on $hung_node did not reach the $hung_collective"
+    [ "$hung_node" = "?" ] ||
+      blame_node "$hung_node" "hung: rank $hung_rank did not reach the $hung_collective of step $hung_step"
+  fi
 elif [ "$rc" -gt 128 ] && [ "$failed_by" != exit ]; then
   ending="killed by signal $((rc - 128)) at step $end_step"
   echo "trainctl: a rank was killed by signal $((rc - 128)) (srun exit $rc): an infrastructure fault; resuming from the last checkpoint"
+  if [ -n "$failed_rank" ] && [ "$(node_of_rank "$failed_rank")" != "?" ]; then
+    blame_node "$(node_of_rank "$failed_rank")" "killed by signal $((rc - 128)): rank $failed_rank at step $end_step"
+  elif read -r killed_node killed_rank killed_how < <(rank_killed_by_signal); then
+    blame_node "$killed_node" "killed by signal $((rc - 128)): rank $killed_rank ($killed_how) at step $end_step"
+  fi
+elif [ "$rc" -eq "$bad_node_code" ]; then
+  ending="node check failed on $(tail -n +$((bad_lines_before + 1)) "$bad_nodes_file" 2>/dev/null |
+    awk -F '\t' '!seen[$1]++ { printf "%s%s", (n++ ? ", " : ""), $1 }')"
+  # A failed check ends a start before its first step: that is the check's doing, and the
+  # exclusion below, bounded by max_excluded_nodes, keeps it from repeating.
+  progress_counts=false
 elif [ "$rc" -eq "$saved_requeue_code" ]; then
   ending="saved at step $end_step"
 else
@@ -159,12 +257,13 @@ else
   exit "$rc"
 fi
 
-# Requeue, unless the job has been requeued too often or keeps ending before it completes a
-# step (a time limit shorter than one save interval, a rank killed every time it starts).
+# Requeue, unless the job has been requeued too often, keeps ending before it completes a
+# step (a time limit shorter than one save interval, a rank killed every time it starts), or has
+# more bad nodes than it may exclude.
 stalls=$(read_count "$stalls_file")
 if [ "$end_step" -gt "$start_step" ]; then
   stalls=0
-else
+elif $progress_counts; then
   stalls=$((stalls + 1))
 fi
 echo "$stalls" > "$stalls_file"
@@ -179,14 +278,38 @@ if [ "$stalls" -ge 2 ]; then
   record_outcome "stopped: no progress"
   exit 1
 fi
+blamed=$(blamed_nodes | paste -sd , -)
+blamed_count=$(blamed_nodes | wc -l)
+if [ "$blamed_count" -gt "$max_excluded_nodes" ]; then
+  echo "trainctl: $ending; not requeuing: $blamed_count bad nodes, more than max_excluded_nodes ($max_excluded_nodes): $(blamed_nodes_with_reasons)"
+  record_outcome "failed: $blamed_count bad nodes, more than max_excluded_nodes ($max_excluded_nodes): $(blamed_nodes_with_reasons)"
+  exit 1
+fi
 requeue_number=$((restart_count + 1))
 echo "trainctl: $ending; requeuing job $requeue_target (requeue $requeue_number of $max_requeues)"
 # Recorded first: SLURM may end this script as soon as the requeue is accepted.
 record_outcome "requeued: $ending"
+# The requeue's SIGTERM must not end this script before the exclusion is set: the requeued job
+# cannot start before this script ends, and SLURM sends SIGKILL KillWait seconds later.
+trap '' TERM
 if ! scontrol requeue "$requeue_target"; then
   echo "trainctl: scontrol requeue $requeue_target failed; the job ends here"
   record_outcome "failed: requeue"
   exit 1
+fi
+if [ -n "$blamed" ]; then
+  exclusion="${user_exclude:+$user_exclude,}$blamed"
+  # An exclusion that leaves the partition too few nodes would keep the job pending for ever: the
+  # job goes back onto its nodes instead, and the requeue guards bound the repeats.
+  usable=$(comm -23 <(sinfo -h -N -p "${SLURM_JOB_PARTITION:-}" -o '%N' 2>/dev/null | sort -u) \
+    <(scontrol show hostnames "$exclusion" 2>/dev/null | sort -u) | wc -l)
+  if [ "$usable" -lt "${SLURM_JOB_NUM_NODES:-1}" ]; then
+    echo "trainctl: not excluding $blamed: partition ${SLURM_JOB_PARTITION:-?} would have $usable usable nodes, the job needs ${SLURM_JOB_NUM_NODES:-1}"
+  elif scontrol update JobId="$requeue_target" ExcNodeList="$exclusion"; then
+    echo "trainctl: the requeued job excludes $exclusion"
+  else
+    echo "trainctl: scontrol update JobId=$requeue_target ExcNodeList=$exclusion failed; the requeued job may land on $blamed again"
+  fi
 fi
 exit 0
 )bash";
@@ -218,10 +341,29 @@ std::string run_file_section() {
       {"stalls_file", files.requeue_stalls()},
       {"outcome_file", files.outcome()},
       {"rank_exits_dir", files.rank_exits()},
+      {"rank_nodes_dir", files.rank_nodes()},
+      {"hang_dir", files.hang_reports()},
+      {"bad_nodes_file", files.bad_nodes()},
+      {"nodes_file", files.job_nodes()},
   };
   std::string section = "# The run directory's files.\n";
   for (const auto& [name, path] : variables) section += fmt::format("{}=\"{}\"\n", name, path);
   return section + "\n";
+}
+
+// The user's job.exclude and the nodes blamed in an earlier submission of the run (`submit
+// --resume`), which come from a file and so are held to SLURM's node-name charset here.
+std::optional<std::string> excluded_nodes(const JobSpec& job, const RenderInputs& inputs) {
+  static const std::regex kNodeName("[A-Za-z0-9._-]+");
+  std::vector<std::string> parts;
+  if (job.exclude) parts.push_back(*job.exclude);
+  for (const std::string& node : inputs.excluded_nodes) {
+    if (!std::regex_match(node, kNodeName))
+      throw std::invalid_argument(fmt::format("bad node \"{}\" is not a SLURM node name (allowed: letters, digits and ._-)", node));
+    parts.push_back(node);
+  }
+  if (parts.empty()) return std::nullopt;
+  return fmt::format("{}", fmt::join(parts, ","));
 }
 
 void append_sbatch(std::string& script, std::string_view option, const std::optional<std::string>& value) {
@@ -258,7 +400,7 @@ std::string render_batch_script(const JobSpec& job, const RenderInputs& inputs) 
   append_sbatch(script, "mem", job.mem);
   append_sbatch(script, "time", job.time);
   append_sbatch(script, "constraint", job.constraint);
-  append_sbatch(script, "exclude", job.exclude);
+  append_sbatch(script, "exclude", excluded_nodes(job, inputs));
   // No "B:": the signal must reach the ranks srun started, which save and exit; the batch shell
   // only has to wait for srun.
   script += fmt::format("#SBATCH --signal={}@{}\n", job.signal, job.signal_grace);
@@ -283,6 +425,7 @@ std::string render_batch_script(const JobSpec& job, const RenderInputs& inputs) 
   } else {
     script += fmt::format("export TRAINCTL_RUN_DIR={}\n", shell_quote(inputs.run_dir));
   }
+  if (job.check_nodes) script += fmt::format("export TRAINCTL_NODE_CHECK_TIMEOUT={}\n", job.check_nodes_timeout);
   script += fmt::format("export OMP_NUM_THREADS={}\n", job.cpus_per_rank);
   script += fmt::format("export OPENBLAS_NUM_THREADS={}\n", job.cpus_per_rank);
   for (const auto& [name, value] : job.env) script += fmt::format("export {}={}\n", name, shell_quote(value));
@@ -301,7 +444,11 @@ std::string render_batch_script(const JobSpec& job, const RenderInputs& inputs) 
   script += fmt::format("ranks_run={}\n", inputs.rank.user_program ? "program" : "runtime");
   script += fmt::format("max_requeues={}\n", job.max_requeues);
   script += fmt::format("hang_timeout={}\n", job.hang_timeout);
+  script += fmt::format("hang_report_wait={}\n", kHangReportWaitSeconds);
+  script += fmt::format("max_excluded_nodes={}\n", job.max_excluded_nodes);
+  script += fmt::format("user_exclude={}\n", shell_quote(job.exclude.value_or("")));
   script += fmt::format("saved_requeue_code={}\n", exit_code::kSavedRequeue);
+  script += fmt::format("bad_node_code={}\n", exit_code::kBadNode);
   script += kJobSection;
   script += run_file_section();
   script += kRunSection;

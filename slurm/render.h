@@ -36,6 +36,9 @@ struct RenderInputs {
   std::string run_dir;  // absolute path of the run directory, or of the sweep directory
   RankCommand rank;
   std::optional<ArrayTasks> array = std::nullopt;  // a job array (a sweep) instead of one job
+  // Nodes blamed for failures in an earlier submission of this run (bad.nodes), excluded beside
+  // job.exclude.
+  std::vector<std::string> excluded_nodes = {};
 };
 
 // POSIX single-quoting: the result is one shell word whose value is exactly `value`

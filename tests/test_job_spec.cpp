@@ -46,6 +46,9 @@ time = "1-12:00:00"
 signal = "USR1"
 signal_grace = 90
 max_requeues = 3
+check_nodes = false
+check_nodes_timeout = 60
+max_excluded_nodes = 4
 constraint = "a100&(ib|roce)"
 exclude = "n[1-3],gpu7"
 setup = ["module load cuda", "source /opt/env.sh"]
@@ -68,6 +71,9 @@ _MESSAGE = "it's $(not run) \"quoted\"\nsecond line"
   CHECK(job.signal == "USR1");
   CHECK(job.signal_grace == 90);
   CHECK(job.max_requeues == 3);
+  CHECK_FALSE(job.check_nodes);
+  CHECK(job.check_nodes_timeout == 60);
+  CHECK(job.max_excluded_nodes == 4);
   CHECK(job.constraint == "a100&(ib|roce)");
   CHECK(job.exclude == "n[1-3],gpu7");
   CHECK(job.setup == std::vector<std::string>{"module load cuda", "source /opt/env.sh"});
@@ -91,6 +97,9 @@ TEST_CASE("only the name is required; everything else has a default") {
   CHECK(job.signal_grace == 120);
   CHECK(job.max_requeues == 10);
   CHECK(job.hang_timeout == 1800);
+  CHECK(job.check_nodes);
+  CHECK(job.check_nodes_timeout == 300);
+  CHECK(job.max_excluded_nodes == 2);
   CHECK_FALSE(job.constraint);
   CHECK_FALSE(job.exclude);
   CHECK(job.env.empty());
@@ -205,6 +214,15 @@ TEST_CASE("signal and signal_grace stay within what sbatch --signal takes") {
         "job.toml:3:16: job.signal_grace: must be at most 65535 (got 65536)");
   CHECK(error_of("[job]\nname = \"x\"\nmax_requeues = -1\n") ==
         "job.toml:3:16: job.max_requeues: must be at least 0 (got -1)");
+}
+
+TEST_CASE("the node check's timeout is at least a second, and max_excluded_nodes not negative") {
+  CHECK(error_of("[job]\nname = \"x\"\ncheck_nodes_timeout = 0\n") ==
+        "job.toml:3:23: job.check_nodes_timeout: must be at least 1 (got 0)");
+  CHECK(error_of("[job]\nname = \"x\"\nmax_excluded_nodes = -1\n") ==
+        "job.toml:3:22: job.max_excluded_nodes: must be at least 0 (got -1)");
+  CHECK(error_of("[job]\nname = \"x\"\ncheck_nodes = \"yes\"\n") ==
+        "job.toml:3:15: job.check_nodes: expected a boolean, got a string");
 }
 
 TEST_CASE("hang_timeout is 0 (no watchdog) or at least 10 seconds") {

@@ -70,13 +70,17 @@ void write_executable(const fs::path& path, const std::string& text) {
 
 // A scratch directory in which a rendered script runs for real under bash: srun is a stub that
 // records its arguments, drops its own options and runs the rest; scontrol records its
-// arguments and answers for nodes n7 and n8 (NodeAddr 10.1.2.7); squeue lists the ranks' step as
+// arguments, expands a comma-separated host list (a range to nodes n7 and n8) and answers
+// for node n7 (NodeAddr 10.1.2.7); squeue lists the ranks' step as
 // SLURM would, and scancel records its arguments and
-// kills the "runtime" (unless FAKE_SCANCEL_RC fails it). The runtime dumps the variables named in
+// kills the "runtime" (unless FAKE_SCANCEL_RC fails it), or on --signal=QUIT writes the hang
+// reports FAKE_HANG_REPORTS (lines "RANK FIRST-LINE"); sinfo lists the partition's nodes
+// (FAKE_PARTITION_NODES, default n7 n8 n9) or, asked for down nodes, FAKE_DOWN_NODES. The runtime dumps the variables named in
 // FAKE_DUMP to <run>/env.<NAME>, writes FAKE_STEP to progress.step, beats FAKE_BEATS times
 // half a second apart, writes FAKE_BEAT to heartbeat.step and sleeps when FAKE_HANG is set,
 // writes FAKE_EXITS (printf format, lines "RANK END") to rank.exits/RANK as trainctl-launch's
-// ranks would, kills
+// ranks would, FAKE_NODES (lines "RANK NODE") to rank.nodes/RANK, appends FAKE_BAD_NODES to
+// bad.nodes as a failed node check would and FAKE_SRUN_ERROR to the job's log as srun would; kills
 // itself with FAKE_SIGNAL when set (srun then
 // exits 128 + the signal, as bash does), writes completed.step when it exits 0 (unless
 // FAKE_INCOMPLETE is set), and exits with FAKE_RC.
@@ -96,7 +100,7 @@ class Sandbox {
     write_executable(root_ / "bin" / "scontrol",
                      "#!/bin/sh\necho \"$*\" >> '" + path("scontrol.calls") + "'\n"
                      "case \"$1 $2\" in\n"
-                     "  'show hostnames') echo n7; echo n8 ;;\n"
+                     "  'show hostnames') case \"$3\" in *[[]*) echo n7; echo n8 ;; *) echo \"$3\" | tr , '\\n' ;; esac ;;\n"
                      "  'show node') echo 'NodeName=n7 Arch=x86_64 NodeAddr=10.1.2.7 NodeHostName=n7 Version=22.05' ;;\n"
                      "esac\n"
                      "exit \"${FAKE_SCONTROL_RC:-0}\"\n");
@@ -104,7 +108,19 @@ class Sandbox {
     write_executable(root_ / "bin" / "scancel",
                      "#!/bin/sh\necho \"$*\" >> '" + path("scancel.calls") + "'\n"
                      "[ \"${FAKE_SCANCEL_RC:-0}\" = 0 ] || exit \"$FAKE_SCANCEL_RC\"\n"
+                     "if [ \"$1\" = --signal=QUIT ]; then\n"
+                     "  mkdir -p '" + path("run/hang") + "'\n"
+                     "  printf \"${FAKE_HANG_REPORTS:-}\" | while read -r rank report; do\n"
+                     "    printf '%s\\nstack:\\n' \"$report\" > '" + path("run/hang") + "'/\"$rank\"; done\n"
+                     "  exit 0\n"
+                     "fi\n"
                      "kill -KILL \"$(cat '" + path("run/runtime.pid") + "')\"\n");
+    write_executable(root_ / "bin" / "sinfo",
+                     "#!/bin/sh\necho \"$*\" >> '" + path("sinfo.calls") + "'\n"
+                     "case \"$*\" in\n"
+                     "  *' -t '*) printf \"${FAKE_DOWN_NODES:-}\" ;;\n"
+                     "  *) printf \"${FAKE_PARTITION_NODES:-n7\\nn8\\nn9\\n}\" ;;\n"
+                     "esac\n");
     write_executable(root_ / "runtime",
                      "#!/bin/bash\n"
                      "[ \"$1\" = --run-dir ] || exit 99\n"
@@ -113,6 +129,11 @@ class Sandbox {
                      "if [ -n \"${FAKE_EXITS:-}\" ]; then mkdir -p \"$2/rank.exits\"; printf \"$FAKE_EXITS\" |\n"
                      "  while read -r rank end; do echo \"$end\" > \"$2/rank.exits/$rank\"; done; fi\n"
                      "echo $$ > \"$2/runtime.pid\"\n"
+                     "if [ -n \"${FAKE_NODES:-}\" ]; then mkdir -p \"$2/rank.nodes\"; printf \"$FAKE_NODES\" |\n"
+                     "  while read -r rank node; do echo \"$node\" > \"$2/rank.nodes/$rank\"; done; fi\n"
+                     "if [ -n \"${FAKE_BAD_NODES:-}\" ]; then printf \"$FAKE_BAD_NODES\" >> \"$2/bad.nodes\"; fi\n"
+                     "if [ -n \"${FAKE_SRUN_ERROR:-}\" ]; then mkdir -p \"$2/logs\";\n"
+                     "  echo \"$FAKE_SRUN_ERROR\" >> \"$2/logs/slurm-$SLURM_JOB_ID.out\"; fi\n"
                      "for beat in $(seq \"${FAKE_BEATS:-0}\"); do echo \"$beat\" > \"$2/heartbeat.step\"; sleep 0.5; done\n"
                      "if [ -n \"${FAKE_HANG:-}\" ]; then echo \"${FAKE_BEAT:-0}\" > \"$2/heartbeat.step\"; exec sleep 600; fi\n"
                      "if [ -n \"${FAKE_SIGNAL:-}\" ]; then kill -s \"$FAKE_SIGNAL\" $$; fi\n"
@@ -275,6 +296,30 @@ TEST_CASE("the body exports, runs setup, then srun's the runtime") {
   CHECK(runtime < max_requeues);
   CHECK(max_requeues < hang_timeout);
   CHECK(hang_timeout < srun);
+  CHECK(omp == line_index(lines, "export TRAINCTL_NODE_CHECK_TIMEOUT=300") + 1);
+}
+
+TEST_CASE("the node check is asked of the ranks unless turned off") {
+  JobSpec job = named_job();
+  job.check_nodes_timeout = 45;
+  CHECK(trainctl::render_batch_script(job, kInputs).find("\nexport TRAINCTL_NODE_CHECK_TIMEOUT=45\n") != std::string::npos);
+  job.check_nodes = false;
+  CHECK(trainctl::render_batch_script(job, kInputs).find("TRAINCTL_NODE_CHECK_TIMEOUT") == std::string::npos);
+}
+
+TEST_CASE("a resumed run excludes the nodes blamed before, beside job.exclude; a bad name is refused") {
+  JobSpec job = named_job();
+  RenderInputs inputs = kInputs;
+  inputs.excluded_nodes = {"n4", "gpu-7.rack2"};
+  std::vector<std::string> lines = sbatch_lines(trainctl::render_batch_script(job, inputs));
+  CHECK(std::find(lines.begin(), lines.end(), "#SBATCH --exclude=n4,gpu-7.rack2") != lines.end());
+  job.exclude = "n[1-3]";
+  lines = sbatch_lines(trainctl::render_batch_script(job, inputs));
+  CHECK(std::find(lines.begin(), lines.end(), "#SBATCH --exclude=n[1-3],n4,gpu-7.rack2") != lines.end());
+  inputs.excluded_nodes = {"n1\n#SBATCH --x"};
+  CHECK_THROWS_WITH_AS(trainctl::render_batch_script(job, inputs),
+                       "bad node \"n1\n#SBATCH --x\" is not a SLURM node name (allowed: letters, digits and ._-)",
+                       std::invalid_argument);
 }
 
 TEST_CASE("the run section takes every file name from the run layout, once") {
@@ -450,9 +495,122 @@ TEST_CASE("the hang watchdog kills ranks whose heartbeat stops and requeues the 
   CHECK(std::regex_search(result.out, std::regex("\ntrainctl: no step finished for [2-9] s \\(hang_timeout 2 s\\) after "
                                                  "step 6: the ranks are hung; killing them\n")));
   CHECK(result.out.ends_with("\ntrainctl: hung at step 6; requeuing job 123 (requeue 1 of 10)\n"));
-  CHECK(read_text(sandbox.path("scancel.calls")) == "--signal=KILL 123.0\n");
+  // The ranks are asked for their hang reports first; this one wrote none, and one rank alone
+  // waits for no other, so nobody is blamed.
+  CHECK(read_text(sandbox.path("scancel.calls")) == "--signal=QUIT 123.0\n--signal=KILL 123.0\n");
+  CHECK(result.out.find("\ntrainctl: hang report: rank=0 node=? no-report\n") != std::string::npos);
   CHECK(read_text(sandbox.path("scontrol.calls")) == "requeue 123\n");
   CHECK(sandbox.run_file("job.outcome") == "requeued: hung at step 6\n");
+  CHECK_FALSE(fs::exists(sandbox.run_dir() + "/bad.nodes"));
+}
+
+TEST_CASE("the hang report names the rank that did not reach the collective, and its node is excluded") {
+  Sandbox sandbox;
+  sandbox.set_run_file("progress.step", "5\n");
+  JobSpec job = watched_job();
+  job.exclude = "n20";
+  CommandResult result = sandbox.run(
+      job, {"FAKE_HANG=1", "FAKE_BEAT=6", "FAKE_STEP=6", "SLURM_NTASKS=3", "SLURM_JOB_NUM_NODES=2",
+            "SLURM_JOB_PARTITION=debug", "SLURM_JOB_NODELIST=n[7-8]", "FAKE_NODES=0 n7\n1 n7\n2 n8\n",
+            "FAKE_HANG_REPORTS=0 rank=0 node=n7 step=7 phase=collective collective=all-reduce waited_s=2.1\n"
+            "1 rank=1 node=n7 step=7 phase=collective collective=all-reduce waited_s=2.0\n"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK(result.out.find("\ntrainctl: hang report: rank=2 node=n8 no-report\n") != std::string::npos);
+  CHECK(result.out.ends_with("\ntrainctl: blaming node n8: hung: rank 2 did not reach the all-reduce of step 7\n"
+                             "trainctl: hung at step 6; rank 2 on n8 did not reach the all-reduce; requeuing job 123 "
+                             "(requeue 1 of 10)\n"
+                             "trainctl: the requeued job excludes n20,n8\n"));
+  CHECK(sandbox.run_file("bad.nodes") == "n8\thung: rank 2 did not reach the all-reduce of step 7\n");
+  CHECK(read_text(sandbox.path("scontrol.calls")) ==
+        "requeue 123\nshow hostnames n20,n8\nupdate JobId=123 ExcNodeList=n20,n8\n");
+  CHECK(sandbox.run_file("job.outcome") == "requeued: hung at step 6; rank 2 on n8 did not reach the all-reduce\n");
+}
+
+TEST_CASE("a rank in another phase than the collective the others wait in is the one named") {
+  Sandbox sandbox;
+  CommandResult result = sandbox.run(
+      watched_job(), {"FAKE_HANG=1", "FAKE_BEAT=2", "FAKE_STEP=2", "SLURM_NTASKS=2", "SLURM_JOB_PARTITION=debug",
+                      "FAKE_NODES=0 n7\n1 n8\n",
+                      "FAKE_HANG_REPORTS=0 rank=0 node=n7 step=3 phase=collective collective=all-reduce waited_s=2.1\n"
+                      "1 rank=1 node=n8 step=3 phase=forward collective=- waited_s=-\n"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(sandbox.run_file("job.outcome") == "requeued: hung at step 2; rank 1 on n8 did not reach the all-reduce\n");
+  CHECK(sandbox.run_file("bad.nodes") == "n8\thung: rank 1 did not reach the all-reduce of step 3\n");
+}
+
+TEST_CASE("a failed node check requeues the job without the node, and is no stall") {
+  Sandbox sandbox;
+  sandbox.set_run_file("progress.step", "0\n");
+  sandbox.set_run_file("requeue.stalls", "1\n");
+  CommandResult result = sandbox.run(
+      named_job(), {"FAKE_RC=76", "SLURM_JOB_NUM_NODES=2", "SLURM_JOB_PARTITION=debug",
+                    "FAKE_BAD_NODES=n8\tnode check: rank 1 (cpu): GEMM differs from the CPU's\n"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK(result.out.ends_with("\ntrainctl: node check failed on n8; requeuing job 123 (requeue 1 of 10)\n"
+                             "trainctl: the requeued job excludes n8\n"));
+  CHECK(read_text(sandbox.path("scontrol.calls")) == "requeue 123\nshow hostnames n8\nupdate JobId=123 ExcNodeList=n8\n");
+  CHECK(sandbox.run_file("requeue.stalls") == "1\n");
+  CHECK(sandbox.run_file("job.outcome") == "requeued: node check failed on n8\n");
+
+  // The next start says which nodes were blamed before.
+  CommandResult next = sandbox.run(named_job(), {"FAKE_RC=0", "SLURM_RESTART_COUNT=1"});
+  CHECK(next.out.find("\ntrainctl: nodes blamed before: n8 (node check: rank 1 (cpu): GEMM differs from the CPU's)\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("an exclusion that would leave the partition too few nodes is not made") {
+  Sandbox sandbox;
+  CommandResult result = sandbox.run(
+      named_job(), {"FAKE_RC=76", "SLURM_JOB_NUM_NODES=2", "SLURM_JOB_PARTITION=debug", "FAKE_PARTITION_NODES=n7\nn8\n",
+                    "FAKE_BAD_NODES=n8\tnode check: rank 1 (cpu): GEMM differs from the CPU's\n"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK(result.out.ends_with("\ntrainctl: not excluding n8: partition debug would have 1 usable nodes, the job needs 2\n"));
+  CHECK(read_text(sandbox.path("scontrol.calls")) == "requeue 123\nshow hostnames n8\n");
+}
+
+TEST_CASE("more bad nodes than max_excluded_nodes fail the job, naming them") {
+  Sandbox sandbox;
+  sandbox.set_run_file("bad.nodes", "n7\thung: rank 0 did not reach the all-reduce of step 3\n");
+  JobSpec job = named_job();
+  job.max_excluded_nodes = 1;
+  CommandResult result = sandbox.run(job, {"FAKE_RC=76", "FAKE_BAD_NODES=n8\tnode check: rank 1 (cpu): GEMM differs\n"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.exit_code == 1);
+  const std::string why = "2 bad nodes, more than max_excluded_nodes (1): n7 (hung: rank 0 did not reach the all-reduce "
+                          "of step 3), n8 (node check: rank 1 (cpu): GEMM differs)";
+  CHECK(result.out.ends_with("\ntrainctl: node check failed on n8; not requeuing: " + why + "\n"));
+  CHECK(sandbox.run_file("job.outcome") == "failed: " + why + "\n");
+  CHECK_FALSE(fs::exists(sandbox.path("scontrol.calls")));
+}
+
+TEST_CASE("a rank killed by a signal blames its node: srun's word for the runtime, rank.exits for a program") {
+  Sandbox sandbox;
+  CommandResult runtime = sandbox.run(named_job(), {"FAKE_SIGNAL=KILL", "FAKE_STEP=6", "SLURM_JOB_PARTITION=debug",
+                                                    "FAKE_SRUN_ERROR=srun: error: n8: task 1: Killed"});
+  INFO("stdout: " << runtime.out << "\nstderr: " << runtime.err);
+  CHECK(sandbox.run_file("bad.nodes") == "n8\tkilled by signal 9: rank 1 (Killed) at step 6\n");
+
+  Sandbox program_sandbox;
+  JobSpec job = named_job();
+  CommandResult program = program_sandbox.run_program(
+      job, {"FAKE_RC=1", "FAKE_STEP=4", "FAKE_NODES=0 n7\n1 n9\n", "FAKE_EXITS=0 signal 15 200\n1 signal 9 100\n"});
+  INFO("stdout: " << program.out << "\nstderr: " << program.err);
+  CHECK(program_sandbox.run_file("bad.nodes") == "n9\tkilled by signal 9: rank 1 at step 4\n");
+}
+
+TEST_CASE("nodes SLURM holds down after it ended the job itself are blamed at the next start") {
+  Sandbox sandbox;
+  sandbox.set_run_file("job.outcome", "running\n");
+  sandbox.set_run_file("job.nodes", "n[7-8]\n");
+  CommandResult result = sandbox.run(named_job(), {"FAKE_RC=0", "FAKE_DOWN_NODES=n8 down*\n", "SLURM_JOB_NODELIST=n[7,9]"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(sandbox.run_file("bad.nodes") == "n8\tdown: SLURM held it down* after ending the job\n");
+  CHECK(sandbox.run_file("job.nodes") == "n[7,9]\n");
+  CHECK(result.out.starts_with("trainctl: blaming node n8: down: SLURM held it down* after ending the job\n"
+                               "trainctl: job 123 run 0 starting at step 0 on n[7,9]\n"));
 }
 
 TEST_CASE("the hang watchdog kills srun itself when the ranks' step cannot be cancelled") {

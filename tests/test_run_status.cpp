@@ -31,6 +31,7 @@ class OutcomeRun {
 
   trainctl::RunStatus record() const { return trainctl::read_run_record(trainctl::RunDir(root_.string())); }
   void write_metrics(const std::string& lines) const { std::ofstream(trainctl::RunDir(root_.string()).metrics()) << lines; }
+  void write_bad_nodes(const std::string& lines) const { std::ofstream(trainctl::RunDir(root_.string()).bad_nodes()) << lines; }
 
  private:
   fs::path root_;
@@ -51,6 +52,23 @@ TEST_CASE("a completed job's record keeps why it was requeued, and the note name
   trainctl::Json record = trainctl::Json::object();
   trainctl::add_run_status(record, status);
   CHECK(record["requeue_reasons"].size() == 2);
+}
+
+TEST_CASE("the nodes blamed for a run's failures are listed once each, with the latest reason") {
+  const OutcomeRun run("completed\n");
+  run.write_bad_nodes("n3\thung: rank 1 did not reach the all-reduce of step 812\n"
+                      "n1\tnode check: rank 0 (cpu): GEMM differs from the CPU's\n"
+                      "n3\tkilled by signal 9: rank 1 (Killed) at step 900\n"
+                      "n2");  // cut short by a crash
+  const trainctl::RunStatus status = run.record();
+  REQUIRE(status.excluded_nodes.size() == 2);
+  CHECK(trainctl::excluded_nodes_text(status.excluded_nodes) ==
+        "n3 (killed by signal 9: rank 1 (Killed) at step 900), n1 (node check: rank 0 (cpu): GEMM differs from the CPU's)");
+  trainctl::Json record = trainctl::Json::object();
+  trainctl::add_run_status(record, status);
+  CHECK(record["excluded_nodes"][1]["node"] == "n1");
+  CHECK(record["excluded_nodes"][1]["reason"] == "node check: rank 0 (cpu): GEMM differs from the CPU's");
+  CHECK(OutcomeRun("completed\n").record().excluded_nodes.empty());
 }
 
 TEST_CASE("a run that stopped early says at which step, in the note and its JSON") {

@@ -16,8 +16,8 @@
 
 namespace trainctl {
 
-std::string batch_script(const Config& config, const RunDir& run_dir) {
-  return render_batch_script(config.job, {run_dir.path(), rank_command(config.table)});
+std::string batch_script(const Config& config, const RunDir& run_dir, const std::vector<std::string>& excluded_nodes) {
+  return render_batch_script(config.job, {run_dir.path(), rank_command(config.table), std::nullopt, excluded_nodes});
 }
 
 namespace {

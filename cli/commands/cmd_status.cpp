@@ -63,6 +63,11 @@ void add_status_command(CLI::App& app) {
                  status.restarts, status.step ? std::to_string(*status.step) : "-", optional_text(status.loss),
                  optional_text(status.val_loss), status_note(status));
     }
+    for (const RunStatus& status : statuses) {
+      if (status.excluded_nodes.empty()) continue;
+      fmt::print("{}excluded nodes: {}\n", statuses.size() == 1 ? "" : shown_path(status.run_dir) + ": ",
+                 excluded_nodes_text(status.excluded_nodes));
+    }
     if (!statuses.empty())
       fmt::print("{}\n", loss_plot_hint(statuses.size() == 1 ? shown_path(statuses.front().run_dir) : "RUN"));
   });

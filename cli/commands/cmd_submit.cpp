@@ -44,11 +44,15 @@ void add_submit_command(CLI::App& app) {
   struct Options {
     std::string config, run_dir;
     bool resume = false;
+    bool forget_bad_nodes = false;
   };
   auto options = std::make_shared<Options>();
   command->add_option("config", options->config, "TOML config")->type_name(path_kind::kConfig)->required();
   command->add_option("--run-dir", options->run_dir, "run directory (default: runs/<job.name>)")->type_name(path_kind::kDirectory);
   command->add_flag("--resume", options->resume, "continue the run in an existing run directory");
+  command->add_flag("--forget-bad-nodes", options->forget_bad_nodes,
+                    "with --resume: let the run use again the nodes blamed for its earlier failures")
+      ->needs("--resume");
   const auto no_preflight = add_no_preflight_flag(*command);
   command->callback([options, no_preflight] {
     const Config config = load_config(options->config);
@@ -62,9 +66,15 @@ void add_submit_command(CLI::App& app) {
       return;
     }
     const RunDir run_dir = chosen_run_dir(options->run_dir, config.job.name);
+    // A resumed run keeps away from the nodes that failed it before, unless told to forget them.
+    std::vector<std::string> bad_nodes;
+    if (options->resume && !options->forget_bad_nodes)
+      for (const BlamedNode& blamed : run_dir.blamed_nodes()) bad_nodes.push_back(blamed.node);
     // Render first: a path that cannot go into the script must fail before anything is created.
-    const std::string script = batch_script(config, run_dir);
+    const std::string script = batch_script(config, run_dir, bad_nodes);
     run_dir.prepare(run_files(config.table, config.path), options->resume);
+    if (options->forget_bad_nodes) std::filesystem::remove(run_dir.bad_nodes());
+    if (!bad_nodes.empty()) fmt::print("excluding the nodes blamed before: {}\n", fmt::join(bad_nodes, ", "));
     write_file_atomically(run_dir.script(), script);
     chmod(run_dir.script().c_str(), 0755);
     ProcessRunner runner;

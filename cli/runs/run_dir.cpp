@@ -1,6 +1,7 @@
 // The run directory: see run_dir.h.
 #include "runs/run_dir.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -55,6 +56,20 @@ void RunDir::reset_submission_record() const {
 }
 
 std::optional<std::string> RunDir::job_id() const { return read_first_line(job_id_file()); }
+
+std::vector<BlamedNode> RunDir::blamed_nodes() const {
+  std::vector<BlamedNode> nodes;
+  std::ifstream in(bad_nodes());
+  for (std::string line; std::getline(in, line);) {
+    const size_t tab = line.find('\t');
+    if (tab == std::string::npos || tab == 0) continue;  // a line cut short by a crash
+    const std::string node = line.substr(0, tab);
+    auto known = std::find_if(nodes.begin(), nodes.end(), [&](const BlamedNode& blamed) { return blamed.node == node; });
+    if (known == nodes.end()) known = nodes.insert(nodes.end(), BlamedNode{node, ""});
+    known->reason = line.substr(tab + 1);
+  }
+  return nodes;
+}
 
 RunDir chosen_run_dir(const std::string& run_dir_option, const std::string& job_name) {
   return RunDir(run_dir_option.empty() ? (fs::path("runs") / job_name).string() : run_dir_option);

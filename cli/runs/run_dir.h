@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "run_layout.h"
 
@@ -14,6 +15,12 @@ namespace trainctl {
 struct RunFiles {
   std::string config;
   std::optional<std::string> params_json = std::nullopt;
+};
+
+// A node blamed for failures of the run (bad.nodes), with the latest reason.
+struct BlamedNode {
+  std::string node;
+  std::string reason;
 };
 
 class RunDir : public RunLayout {
@@ -31,6 +38,9 @@ class RunDir : public RunLayout {
   // count within one submission.
   void reset_submission_record() const;
   std::optional<std::string> job_id() const;
+  // The nodes of bad.nodes, each once, in the order first blamed: those the batch script excludes
+  // when it requeues the job, and `submit --resume` when it submits the run again.
+  std::vector<BlamedNode> blamed_nodes() const;
 };
 
 // The run directory the user chose with --run-dir, or by default runs/<job.name> under the

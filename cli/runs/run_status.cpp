@@ -56,6 +56,12 @@ std::string status_note(const RunStatus& status) {
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
+std::string excluded_nodes_text(const std::vector<BlamedNode>& nodes) {
+  std::vector<std::string> parts;
+  for (const BlamedNode& blamed : nodes) parts.push_back(fmt::format("{} ({})", blamed.node, blamed.reason));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
 bool is_active_state(const std::string& state) {
   // SLURM's final states; every other one (PENDING, RUNNING, REQUEUED, COMPLETING, ...) can
   // still change.
@@ -72,6 +78,7 @@ RunStatus read_run_record(const RunDir& run_dir) {
   status.job_id = run_dir.job_id().value_or("");
   status.restarts = read_count(run_dir.requeue_count());
   read_metrics(run_dir.metrics(), status);
+  status.excluded_nodes = run_dir.blamed_nodes();
   return status;
 }
 
@@ -119,6 +126,11 @@ Json& add_run_status(Json& record, const RunStatus& status) {
   if (status.stopped_early_at) record["stopped_early_at"] = *status.stopped_early_at;
   record["outcome"] = status.outcome;
   if (!status.requeue_reasons.empty()) record["requeue_reasons"] = status.requeue_reasons;
+  if (!status.excluded_nodes.empty()) {
+    Json nodes = Json::array();
+    for (const BlamedNode& blamed : status.excluded_nodes) nodes.push_back({{"node", blamed.node}, {"reason", blamed.reason}});
+    record["excluded_nodes"] = nodes;
+  }
   return record;
 }
 

@@ -28,7 +28,12 @@ struct RunStatus {
   // Why this submission was requeued before that ("requeued: killed by signal 9 at step 120"),
   // newest first: job.outcome's later lines.
   std::vector<std::string> requeue_reasons;
+  // Nodes blamed for its failures, which its requeues exclude.
+  std::vector<BlamedNode> excluded_nodes;
 };
+
+// "n1 (hung: ...), n2 (node check: ...)".
+std::string excluded_nodes_text(const std::vector<BlamedNode>& nodes);
 
 // The outcome the batch script writes before a requeue: the job goes on.
 bool is_requeue_outcome(const std::string& outcome);
