@@ -21,7 +21,7 @@ namespace {
 
 // How long the watchdog waits for the ranks' hang reports before it kills them: a rank writes
 // its report from a signal handler at once, unless it is stopped or stuck in the kernel.
-constexpr int kHangReportWaitSeconds = 10;
+constexpr int kHangReportWaitSeconds = 5;
 
 // Who this job is: its run directory and the id it requeues as. An array task is requeued as
 // <array job>_<array index>, the id squeue shows for it, so it requeues alone.
@@ -238,10 +238,19 @@ if [ -n "$hung_at" ]; then
 elif [ "$rc" -gt 128 ] && [ "$failed_by" != exit ]; then
   ending="killed by signal $((rc - 128)) at step $end_step"
   echo "trainctl: a rank was killed by signal $((rc - 128)) (srun exit $rc): an infrastructure fault; resuming from the last checkpoint"
-  if [ -n "$failed_rank" ] && [ "$(node_of_rank "$failed_rank")" != "?" ]; then
-    blame_node "$(node_of_rank "$failed_rank")" "killed by signal $((rc - 128)): rank $failed_rank at step $end_step"
-  elif read -r killed_node killed_rank killed_how < <(rank_killed_by_signal); then
-    blame_node "$killed_node" "killed by signal $((rc - 128)): rank $killed_rank ($killed_how) at step $end_step"
+  # srun's own exit code may be another rank's, which died of the first one's death (a broken
+  # pipe): the first rank to die is named from its record or srun's word.
+  killed_node="" killed_rank="" killed_how=""
+  if [ -n "$failed_rank" ]; then
+    killed_node=$(node_of_rank "$failed_rank") killed_rank=$failed_rank killed_how="signal $failed_code"
+  else
+    read -r killed_node killed_rank killed_how < <(rank_killed_by_signal)
+  fi
+  if [ "$killed_node" = "?" ]; then
+    ending="$ending; rank $killed_rank: $killed_how"
+  elif [ -n "$killed_rank" ]; then
+    ending="$ending; rank $killed_rank on $killed_node: $killed_how"
+    blame_node "$killed_node" "killed: rank $killed_rank ($killed_how) at step $end_step"
   fi
 elif [ "$rc" -eq "$bad_node_code" ]; then
   ending="node check failed on $(tail -n +$((bad_lines_before + 1)) "$bad_nodes_file" 2>/dev/null |

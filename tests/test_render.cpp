@@ -591,14 +591,16 @@ TEST_CASE("a rank killed by a signal blames its node: srun's word for the runtim
   CommandResult runtime = sandbox.run(named_job(), {"FAKE_SIGNAL=KILL", "FAKE_STEP=6", "SLURM_JOB_PARTITION=debug",
                                                     "FAKE_SRUN_ERROR=srun: error: n8: task 1: Killed"});
   INFO("stdout: " << runtime.out << "\nstderr: " << runtime.err);
-  CHECK(sandbox.run_file("bad.nodes") == "n8\tkilled by signal 9: rank 1 (Killed) at step 6\n");
+  CHECK(sandbox.run_file("bad.nodes") == "n8\tkilled: rank 1 (Killed) at step 6\n");
+  CHECK(sandbox.run_file("job.outcome") == "requeued: killed by signal 9 at step 6; rank 1 on n8: Killed\n");
 
   Sandbox program_sandbox;
   JobSpec job = named_job();
   CommandResult program = program_sandbox.run_program(
       job, {"FAKE_RC=1", "FAKE_STEP=4", "FAKE_NODES=0 n7\n1 n9\n", "FAKE_EXITS=0 signal 15 200\n1 signal 9 100\n"});
   INFO("stdout: " << program.out << "\nstderr: " << program.err);
-  CHECK(program_sandbox.run_file("bad.nodes") == "n9\tkilled by signal 9: rank 1 at step 4\n");
+  CHECK(program_sandbox.run_file("bad.nodes") == "n9\tkilled: rank 1 (signal 9) at step 4\n");
+  CHECK(program_sandbox.run_file("job.outcome") == "requeued: killed by signal 9 at step 4; rank 1 on n9: signal 9\n");
 }
 
 TEST_CASE("nodes SLURM holds down after it ended the job itself are blamed at the next start") {
@@ -798,8 +800,8 @@ TEST_CASE("the first [program] rank to fail decides how the job ends, not srun's
       {"0 exit 75 200\\n1 signal 15 300\\n",
        "\ntrainctl: saved at step 7; requeuing job 123 (requeue 1 of 10)\n", "requeued: saved at step 7\n"},
       {"0 signal 15 300\\n1 signal 9 200\\n2 exit 1 400\\n",
-       "\ntrainctl: killed by signal 9 at step 7; requeuing job 123 (requeue 1 of 10)\n",
-       "requeued: killed by signal 9 at step 7\n"},
+       "\ntrainctl: killed by signal 9 at step 7; rank 1: signal 9; requeuing job 123 (requeue 1 of 10)\n",
+       "requeued: killed by signal 9 at step 7; rank 1: signal 9\n"},
   };
   for (const Case& c : cases) {
     Sandbox sandbox;
