@@ -74,15 +74,21 @@ if [ -n "$cluster_before" ]; then
   echo "test.sh: the local cluster is up already: the cluster tests use it, and those that reshape it cancel its jobs"
 fi
 
-# run_tests [meson test arguments]: meson test, saying each test as it starts and as it ends, and
-# every 15 s those still running; its results are in build/meson-logs/testlog.json. meson test
-# prints a line as each test ends; the starts come from meson's child processes, each a test's
-# command line (meson introspect --tests).
+# run_tests [meson test arguments] [--and [meson test arguments]]...: one meson test for each
+# group of arguments, all at once, saying each test as it starts and as it ends, and every 15 s
+# those still running; each writes its results where its --logbase says (testlog by default) in
+# build/meson-logs/. meson test prints a line as each test ends; the starts come from meson's
+# child processes, each a test's command line (meson introspect --tests).
 run_tests() {
   python3 - build "$@" <<'PY'
 import json, os, select, signal, subprocess, sys, time
 
-build, meson_args = sys.argv[1], sys.argv[2:]
+build, groups = sys.argv[1], [[]]
+for argument in sys.argv[2:]:
+    if argument == "--and":
+        groups.append([])
+    else:
+        groups[-1].append(argument)
 QUIET_SECONDS = 14  # a line at least every 15 s: the loop wakes once a second
 
 tests = json.loads(subprocess.run(["meson", "introspect", build, "--tests"], check=True,
@@ -131,26 +137,30 @@ def say(line):
     sys.stdout.buffer.write(b"\n")
     sys.stdout.flush()
 
-# Ctrl-C is meson's to handle (it stops the tests and reports them); this relays until it ends.
+# Ctrl-C is meson's to handle (it stops the tests and reports them); this relays until they end.
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-meson = subprocess.Popen(["meson", "test", "-C", build, "--print-errorlogs", *meson_args],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+mesons = [subprocess.Popen(["meson", "test", "-C", build, "--print-errorlogs", *arguments],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+          for arguments in groups]
+pending = {meson.stdout.fileno(): b"" for meson in mesons}  # each one's unfinished line
 running = {}  # pid -> (name, started), the tests seen running
-pending = b""
 # When meson last said something or a test started, and when anything was last printed.
 last_news = last_said = time.monotonic()
-while True:
-    if select.select([meson.stdout], [], [], 1.0)[0]:
-        chunk = os.read(meson.stdout.fileno(), 65536)
+while pending:
+    for output in select.select(list(pending), [], [], 1.0)[0]:
+        chunk = os.read(output, 65536)
         if not chunk:
-            break
-        *lines, pending = (pending + chunk).split(b"\n")
+            unfinished = pending.pop(output)
+            if unfinished:
+                say(unfinished)
+            continue
+        *lines, pending[output] = (pending[output] + chunk).split(b"\n")
         for line in lines:
             say(line)
             last_news = last_said = time.monotonic()
     now = time.monotonic()
-    alive = set(children(meson.pid))
+    alive = {pid for meson in mesons for pid in children(meson.pid)}
     for pid in list(running):
         if pid not in alive:
             del running[pid]
@@ -167,26 +177,26 @@ while True:
         else:
             say(f"      meson test: still working, nothing new for {now - last_news:.0f} s")
         last_said = now
-if pending:
-    say(pending)
-sys.exit(meson.wait())
+sys.exit(max(meson.wait() for meson in mesons))
 PY
 }
 
-# count_results: the plain count of build/meson-logs/testlog.json's results, failing if any failed.
+# count_results LOG...: the plain count of the results in meson's LOGs (build/meson-logs/*.json),
+# failing if any failed.
 count_results() {
-  python3 - build/meson-logs/testlog.json <<'PY'
+  python3 - "$@" <<'PY'
 import json, sys
 passed = failed = skipped = 0
-with open(sys.argv[1]) as log:
-    for line in log:
-        result = json.loads(line)["result"]
-        if result in ("OK", "EXPECTEDFAIL"):
-            passed += 1
-        elif result == "SKIP":
-            skipped += 1
-        else:  # FAIL, TIMEOUT, UNEXPECTEDPASS, ERROR
-            failed += 1
+for path in sys.argv[1:]:
+    with open(path) as log:
+        for line in log:
+            result = json.loads(line)["result"]
+            if result in ("OK", "EXPECTEDFAIL"):
+                passed += 1
+            elif result == "SKIP":
+                skipped += 1
+            else:  # FAIL, TIMEOUT, UNEXPECTEDPASS, ERROR
+                failed += 1
 print(f"tests: {passed} passed, {failed} failed, {skipped} skipped")
 sys.exit(1 if failed else 0)
 PY
@@ -210,13 +220,26 @@ stop_load() {
 trap 'stop_load; leave_cluster' EXIT
 
 if [ "$rounds" -eq 0 ]; then
-  echo "test.sh: running the tests (meson test)"
   meson_status=0
-  run_tests "$@" || meson_status=$?
+  logs=build/meson-logs
+  if [ $# -eq 0 ]; then
+    # Every test: the cluster tests (one at a time, on the one cluster) beside the others (one at a
+    # time too): the cluster tests spend much of their time waiting for SLURM, and the others
+    # keep the CPUs busy meanwhile. Each meson test writes its own log.
+    echo "test.sh: running the tests (two meson tests at once: the cluster suite, and the others)"
+    rm -f "$logs"/cluster.json "$logs"/others.json
+    run_tests --no-rebuild --suite cluster --num-processes 1 --logbase cluster \
+      --and --no-rebuild --no-suite cluster --num-processes 1 --logbase others || meson_status=$?
+    results=("$logs"/cluster.json "$logs"/others.json)
+  else
+    echo "test.sh: running the tests (meson test)"
+    run_tests "$@" || meson_status=$?
+    results=("$logs"/testlog.json)
+  fi
   stop_load
   leave_cluster
   trap - EXIT
-  count_results
+  count_results "${results[@]}"
   exit $meson_status
 fi
 

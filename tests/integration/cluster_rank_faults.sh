@@ -26,7 +26,7 @@ write_config reference.toml reference "${settings[@]}"
 rank_process() {
   local pid
   for pid in $(pgrep -f "^[^ ]*trainctl-runtime --run-dir $work/runs/faults\$"); do
-    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "SLURM_PROCID=$1"; then
+    if grep -qx "SLURM_PROCID=$1" <<<"$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null)"; then
       echo "$pid"
       return
     fi
