@@ -55,7 +55,7 @@ inline constexpr std::string_view kRankExits = "rank.exits";
 inline constexpr std::string_view kBadNodes = "bad.nodes";
 inline constexpr std::string_view kJobNodes = "job.nodes";
 inline constexpr std::string_view kRankNodes = "rank.nodes";
-inline constexpr std::string_view kHangReports = "hang";
+inline constexpr std::string_view kHang = "hang";
 // job.outcome's first line while the batch script runs (slurm/render.cpp writes it).
 inline constexpr std::string_view kOutcomeRunning = "running";
 // A job's log in logs/ is <prefix><job id><suffix>.
@@ -74,7 +74,7 @@ static_assert(is_plain(kConfig) && is_plain(kScript) && is_plain(kJobId) && is_p
               is_plain(kMetrics) && is_plain(kProgress) && is_plain(kCompleted) && is_plain(kHeartbeat) &&
               is_plain(kRequeueStalls) && is_plain(kRequeueCount) && is_plain(kOutcome) && is_plain(kParams) &&
               is_plain(kRankExits) && is_plain(kBadNodes) && is_plain(kJobNodes) && is_plain(kRankNodes) &&
-              is_plain(kHangReports) && is_plain(kLogPrefix) && is_plain(kLogSuffix));
+              is_plain(kHang) && is_plain(kLogPrefix) && is_plain(kLogSuffix));
 }  // namespace run_file
 
 // The paths of a run directory's files. The path is taken as given: the batch script renders
@@ -106,7 +106,7 @@ class RunLayout {
   std::string bad_nodes() const { return file(run_file::kBadNodes); }
   std::string job_nodes() const { return file(run_file::kJobNodes); }
   std::string rank_nodes() const { return file(run_file::kRankNodes); }
-  std::string hang_reports() const { return file(run_file::kHangReports); }
+  std::string hang() const { return file(run_file::kHang); }
 
  private:
   std::string file(std::string_view name) const { return path_ + "/" + std::string(name); }

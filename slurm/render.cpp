@@ -351,7 +351,7 @@ std::string run_file_section() {
       {"outcome_file", files.outcome()},
       {"rank_exits_dir", files.rank_exits()},
       {"rank_nodes_dir", files.rank_nodes()},
-      {"hang_dir", files.hang_reports()},
+      {"hang_dir", files.hang()},
       {"bad_nodes_file", files.bad_nodes()},
       {"nodes_file", files.job_nodes()},
   };
