@@ -3,18 +3,26 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 namespace trainctl {
 
 namespace {
+constexpr size_t kNameBytes = 256;
 int reporting_rank = -1;
 }  // namespace
 
 std::string this_host_name() {
-  char name[256] = {};
+  char name[kNameBytes] = {};
   gethostname(name, sizeof(name) - 1);
   return name;
+}
+
+std::string this_node_name() {
+  const char* node = std::getenv("SLURMD_NODENAME");
+  return node != nullptr && *node != '\0' ? std::string(node).substr(0, kNameBytes - 1) : this_host_name();
 }
 
 void set_reporting_rank(int rank) { reporting_rank = rank; }

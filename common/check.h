@@ -15,6 +15,10 @@ class CheckFailure : public std::runtime_error {
 
 // This machine's host name, as reports name it (gethostname, at most 255 bytes).
 std::string this_host_name();
+// This node's name as SLURM knows it (SLURMD_NODENAME) where SLURM started the process, else the
+// host name: two SLURM nodes may share a host (the local test cluster's all share "vm"), so what
+// blames a node (bad.nodes) or places a rank (rank.nodes) uses this. At most 255 bytes.
+std::string this_node_name();
 
 // The rank named in reports; -1 (the default, e.g. in the CLI) leaves the rank out.
 void set_reporting_rank(int rank);

@@ -9,7 +9,7 @@ constexpr int kBadConfig = 2;    // the config or a checkpoint does not fit this
 // EX_TEMPFAIL: saved after a signal; requeue me to continue. Also a [program]'s word, given to it
 // as TRAINCTL_EXIT_REQUEUE (docs/programs.md).
 constexpr int kSavedRequeue = 75;
-// The node check failed (docs/reliability.md): an infrastructure fault; bad.nodes names the node,
-// and the batch script requeues the job away from it.
+// The node check before step 0 failed or timed out (runtime/node_check.h): an infrastructure fault,
+// never the user's; requeue the job elsewhere. Every rank exits with it, so srun's code is 76 too.
 constexpr int kBadNode = 76;
 }  // namespace trainctl::exit_code

@@ -18,14 +18,19 @@
 //   params.json      a [program] job's [params] (docs/programs.md)
 //   tokenizer.txt    "<content hash> <directory>" of data.tokenizer, written by the runtime: the
 //                    tokenizer the run trained with (its checkpoints record the same)
-//   bad.nodes        "NODE<tab>REASON" for each failure a node was blamed for (the ranks' node check,
-//                    the batch script's hang report and signal deaths); a requeued job excludes them
-//   job.nodes        the nodes of the latest start, as SLURM lists them (SLURM_JOB_NODELIST)
-//   rank.nodes/R     the node rank R runs on, written by the rank as it starts
-//   hang/R           rank R's hang report, written when the hang watchdog asks (SIGQUIT): its step,
-//                    phase and collective on the first line, then its stack
 //   rank.exits/R     how rank R's program ended in the latest run of a [program] job:
 //                    "exit C T" or "signal N T", T the time it ended (ns since the epoch)
+//   rank.nodes/R     the node rank R runs on in the latest start, one line, written by each rank
+//                    (runtime and trainctl-launch) as it starts; the batch script empties it before
+//                    each start
+//   bad.nodes        "NODE<TAB>REASON" lines, appended: the nodes blamed for a failed node check
+//                    (by the runtime and trainctl-launch), a hang, a rank's death by a signal or
+//                    SLURM holding a node down (by the batch script); a requeued job excludes them
+//   job.nodes        the nodes of the latest start, as SLURM lists them (SLURM_JOB_NODELIST)
+//   hang/R           rank R's hang report, written when it gets SIGQUIT: a key=value first line,
+//                    then its stack (docs/runtime.md, "Hang reports"); emptied before each start
+//   node-check/      the runtime's arrival markers of the node check's collectives, emptied by
+//                    rank 0 as each start's check begins
 #pragma once
 
 #include <algorithm>
@@ -52,10 +57,11 @@ inline constexpr std::string_view kOutcome = "job.outcome";
 inline constexpr std::string_view kParams = "params.json";
 inline constexpr std::string_view kTokenizer = "tokenizer.txt";
 inline constexpr std::string_view kRankExits = "rank.exits";
-inline constexpr std::string_view kBadNodes = "bad.nodes";
-inline constexpr std::string_view kJobNodes = "job.nodes";
 inline constexpr std::string_view kRankNodes = "rank.nodes";
+inline constexpr std::string_view kBadNodes = "bad.nodes";
 inline constexpr std::string_view kHang = "hang";
+inline constexpr std::string_view kNodeCheckMarkers = "node-check";
+inline constexpr std::string_view kJobNodes = "job.nodes";
 // job.outcome's first line while the batch script runs (slurm/render.cpp writes it).
 inline constexpr std::string_view kOutcomeRunning = "running";
 // A job's log in logs/ is <prefix><job id><suffix>.
@@ -73,8 +79,8 @@ constexpr bool is_plain(std::string_view name) {
 static_assert(is_plain(kConfig) && is_plain(kScript) && is_plain(kJobId) && is_plain(kLogs) && is_plain(kCheckpoints) &&
               is_plain(kMetrics) && is_plain(kProgress) && is_plain(kCompleted) && is_plain(kHeartbeat) &&
               is_plain(kRequeueStalls) && is_plain(kRequeueCount) && is_plain(kOutcome) && is_plain(kParams) &&
-              is_plain(kRankExits) && is_plain(kBadNodes) && is_plain(kJobNodes) && is_plain(kRankNodes) &&
-              is_plain(kHang) && is_plain(kLogPrefix) && is_plain(kLogSuffix));
+              is_plain(kRankExits) && is_plain(kRankNodes) && is_plain(kBadNodes) && is_plain(kHang) &&
+              is_plain(kNodeCheckMarkers) && is_plain(kJobNodes) && is_plain(kLogPrefix) && is_plain(kLogSuffix));
 }  // namespace run_file
 
 // The paths of a run directory's files. The path is taken as given: the batch script renders
@@ -103,10 +109,11 @@ class RunLayout {
   std::string params() const { return file(run_file::kParams); }
   std::string tokenizer() const { return file(run_file::kTokenizer); }
   std::string rank_exits() const { return file(run_file::kRankExits); }
-  std::string bad_nodes() const { return file(run_file::kBadNodes); }
-  std::string job_nodes() const { return file(run_file::kJobNodes); }
   std::string rank_nodes() const { return file(run_file::kRankNodes); }
+  std::string bad_nodes() const { return file(run_file::kBadNodes); }
   std::string hang() const { return file(run_file::kHang); }
+  std::string node_check_markers() const { return file(run_file::kNodeCheckMarkers); }
+  std::string job_nodes() const { return file(run_file::kJobNodes); }
 
  private:
   std::string file(std::string_view name) const { return path_ + "/" + std::string(name); }

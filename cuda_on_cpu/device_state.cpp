@@ -113,6 +113,8 @@ void* allocate_device(size_t bytes) {
   return pointer;
 }
 
+size_t device_bytes_held() { return static_cast<size_t>(state().device_bytes); }
+
 bool release_device(void* pointer) {
   DeviceState& device = state();
   const auto found = device.allocations.find(reinterpret_cast<uintptr_t>(pointer));

@@ -54,6 +54,11 @@ struct Allocation {
 // past the end counts as inside (an empty range, or a pointer a kernel may never dereference).
 const Allocation* find_allocation(const void* address, size_t bytes);
 void* allocate_device(size_t bytes);
+// Each device's memory, an H100's 80 GiB (cudaDeviceProp::totalGlobalMem), and what cudaMalloc
+// holds of it now: cudaMemGetInfo's free memory is the difference. Host memory backs it, so
+// nothing refuses an allocation past it.
+constexpr size_t kDeviceMemoryBytes = size_t{80} << 30;
+size_t device_bytes_held();
 // Returns false when `pointer` is not an allocation's base.
 bool release_device(void* pointer);
 cudaError_t register_host(void* host, size_t bytes);

@@ -7,6 +7,7 @@
 // The calls that queue device work or wait for it are counted as activity.h defines.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -83,7 +84,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* properties, int device) {
   std::memset(properties->uuid.bytes, 0xc0, 4);
   properties->uuid.bytes[15] = static_cast<char>(physical);
   properties->pciBusID = physical;
-  properties->totalGlobalMem = size_t{80} << 30;
+  properties->totalGlobalMem = kDeviceMemoryBytes;
   properties->sharedMemPerBlock = kDefaultMaxDynamicShared;
   properties->sharedMemPerBlockOptin = kMaxDynamicSharedOptIn;
   properties->sharedMemPerMultiprocessor = 228 << 10;
@@ -118,6 +119,14 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   if (bytes == 0) return cudaSuccess;
   *pointer = allocate_device(bytes);
   return record(*pointer != nullptr ? cudaSuccess : cudaErrorMemoryAllocation);
+}
+
+// Every device's allocations count against the current one: the process uses one device.
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  CUDA_ON_CPU_ENTER;
+  *total = kDeviceMemoryBytes;
+  *free = kDeviceMemoryBytes - std::min(device_bytes_held(), kDeviceMemoryBytes);
+  return cudaSuccess;
 }
 
 // cudaFree waits for the whole device first, as CUDA's does.

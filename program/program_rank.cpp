@@ -12,6 +12,7 @@
 #include "atomic_file.h"
 #include "check.h"
 #include "config_reader.h"
+#include "program_hang_report.h"
 #include "program_spec.h"
 
 extern char** environ;
@@ -67,8 +68,10 @@ int run_program_rank(const RunLayout& run, const RankPlace& place) {
   outlive_stop_signals();
   ProcessEnd end;
   try {
-    end = start({.argv = argv, .environment = environment_with(rank_environment(place, run)), .workdir = program.workdir})
-              .wait();
+    const Child running = start(
+        {.argv = argv, .environment = environment_with(rank_environment(place, run)), .workdir = program.workdir});
+    report_on_process(running.pid(), "program");
+    end = running.wait();
     if (end != ProcessEnd::exited(0))
       fmt::print(stderr, "trainctl-launch: rank {} on {}: {} {}\n", place.rank, this_host_name(), argv[0],
                  end.description());

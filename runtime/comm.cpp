@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "check.h"
+#include "rank_activity.h"
 
 #ifdef TRAINCTL_HAVE_MPI
 #include <mpi.h>
@@ -35,11 +36,6 @@ constexpr size_t kHostNameBytes = 256;
 int environment_int(const char* name, int fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? std::atoi(value) : fallback;
-}
-
-std::string this_node_name() {
-  const char* node = std::getenv("SLURMD_NODENAME");
-  return node != nullptr && *node != '\0' ? std::string(node).substr(0, kHostNameBytes - 1) : this_host_name();
 }
 }  // namespace
 
@@ -75,20 +71,26 @@ Comm::~Comm() { MPI_Finalize(); }
 
 void Comm::allreduce_sum(float* data, size_t count) {
   if (world_size_ == 1) return;
+  const InCollective waiting(Collective::kAllReduce);
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
 }
 
 void Comm::allreduce_sum(double* data, size_t count) {
   if (world_size_ == 1) return;
+  const InCollective waiting(Collective::kAllReduce);
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
 }
 
 void Comm::broadcast(void* data, size_t bytes, int root) {
   if (world_size_ == 1) return;
+  const InCollective waiting(Collective::kBroadcast);
   MPI_CHECK(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
 }
 
-void Comm::barrier() { MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
+void Comm::barrier() {
+  const InCollective waiting(Collective::kBarrier);
+  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+}
 
 namespace {
 // MPI's counts and displacements are ints.
@@ -110,6 +112,7 @@ void Comm::reduce_scatter_sum(float* data, const std::vector<int64_t>& bounds) {
   // MPI puts the result at the start of the receive buffer, so it lands in a copy first, one
   // kept for the next call: a fresh one a step would cost its page faults every time.
   reduce_scatter_result_.resize(static_cast<size_t>(counts[static_cast<size_t>(rank_)]));
+  const InCollective waiting(Collective::kReduceScatter);
   MPI_CHECK(MPI_Reduce_scatter(data, reduce_scatter_result_.data(), counts.data(), MPI_FLOAT, MPI_SUM,
                                MPI_COMM_WORLD));
   std::copy(reduce_scatter_result_.begin(), reduce_scatter_result_.end(), data + bounds[static_cast<size_t>(rank_)]);
@@ -118,6 +121,7 @@ void Comm::reduce_scatter_sum(float* data, const std::vector<int64_t>& bounds) {
 void Comm::all_gather(float* data, const std::vector<int64_t>& bounds) {
   if (world_size_ == 1) return;
   const auto [counts, displacements] = counts_and_displacements(bounds);
+  const InCollective waiting(Collective::kAllGather);
   MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), displacements.data(), MPI_FLOAT,
                            MPI_COMM_WORLD));
 }
@@ -127,20 +131,24 @@ void Comm::gather(const void* mine, void* all, size_t bytes) {
     std::memcpy(all, mine, bytes);
     return;
   }
+  const InCollective waiting(Collective::kGather);
   MPI_CHECK(MPI_Gather(mine, static_cast<int>(bytes), MPI_BYTE, all, static_cast<int>(bytes), MPI_BYTE, 0,
                        MPI_COMM_WORLD));
 }
 
 std::vector<double> Comm::all_gather(double value) {
   std::vector<double> values(static_cast<size_t>(world_size_), value);
-  if (world_size_ > 1)
-    MPI_CHECK(MPI_Allgather(&value, 1, MPI_DOUBLE, values.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD));
+  if (world_size_ == 1) return values;
+  const InCollective waiting(Collective::kAllGather);
+  MPI_CHECK(MPI_Allgather(&value, 1, MPI_DOUBLE, values.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD));
   return values;
 }
 
 int Comm::lowest_rank_where(bool here) {
   int lowest = here ? rank_ : world_size_;
-  if (world_size_ > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (world_size_ == 1) return lowest;
+  const InCollective waiting(Collective::kAllReduce);
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
   return lowest;
 }
 

@@ -1,6 +1,7 @@
 // Comm: the process bootstrap and the collectives the trainer needs. With MPI (srun --mpi=pmix
 // or mpirun) it knows rank, world size and local rank; without MPI it is a world of one, so
-// the same trainer runs on a laptop. Every MPI call goes through MPI_CHECK.
+// the same trainer runs on a laptop. Every MPI call goes through MPI_CHECK, and each collective
+// marks the rank as waiting in it for its hang report (rank_activity.h).
 #pragma once
 
 #include <cstddef>

@@ -13,23 +13,24 @@ namespace trainctl {
 
 namespace {
 
-// step(), where the device cannot be used here (its backend library, its GPUs) is bad input.
-template <typename Step>
+// step(), where the device cannot be used here (its backend library, its GPUs) is bad input:
+// `Thrown`, BadInput or DeviceNotVisible.
+template <typename Thrown, typename Step>
 decltype(auto) usable(const RunSpec& spec, Step step) {
   try {
     return step();
   } catch (const DeviceUnavailable& error) {
-    throw BadInput(fmt::format("train.device = \"{}\": {}", spec.train.device, error.what()));
+    throw Thrown(fmt::format("train.device = \"{}\": {}", spec.train.device, error.what()));
   }
 }
 
 }  // namespace
 
 DeviceBinding::DeviceBinding(const RunSpec& spec, const Comm& comm)
-    : device_(usable(spec, [&]() -> const Device& { return *find_device(spec.train.device); })) {
+    : device_(usable<BadInput>(spec, [&]() -> const Device& { return *find_device(spec.train.device); })) {
   require_op_families(spec.model, device_);
   // The CUDA runtime starts threads of its own at its first call.
-  const std::string bound = usable(spec, [&] {
+  const std::string bound = usable<DeviceNotVisible>(spec, [&] {
     std::string described;
     with_stop_signals_blocked([&] { described = device_.info.bind_local(comm.local_rank(), comm.local_size()); });
     return described;

@@ -15,6 +15,8 @@
 #include "config_reader.h"
 #include "exit_codes.h"
 #include "metrics.h"
+#include "node_records.h"
+#include "rank_activity.h"
 #include "rank_failure.h"
 #include "registry.h"
 #include "run_layout.h"
@@ -35,8 +37,10 @@ std::string read_text(const std::string& path) {
 
 int main(int argc, char** argv) {
   using namespace trainctl;
-  // Before anything slow: a signal that arrives during start-up must still stop the run cleanly.
+  // Before anything slow: a signal that arrives during start-up must still stop the run cleanly,
+  // and a hang report be written.
   install_stop_signal_handlers();
+  install_hang_report_handler();
   std::unique_ptr<Comm> started;
   try {
     started = std::make_unique<Comm>(&argc, &argv);
@@ -71,7 +75,9 @@ int main(int argc, char** argv) {
   };
   try {
     const RunLayout layout(run_dir);
+    report_hangs_to(layout, comm.rank(), comm.node_name());
     const std::string config_text = read_text(layout.config());
+    record_rank_node(layout, comm.rank(), comm.node_name());
     const RunSpec spec = parse_run_spec(parse_config_text(config_text, layout.config()), layout.config());
     return train(spec, config_text, layout, comm);
   } catch (const ConfigError& error) {
@@ -80,6 +86,9 @@ int main(int argc, char** argv) {
     return exit_code::kBadConfig;
   } catch (const FailedOnAnotherRank& error) {
     return error.exit_code;
+  } catch (const BadNode& error) {
+    fmt::print(stderr, "trainctl-runtime: {}\n", error.what());
+    comm.abort(exit_code::kBadNode);
   } catch (const std::exception& error) {
     report(dynamic_cast<const BadInput*>(&error) != nullptr ? "bad input" : "error", error.what());
     comm.abort(exit_code_of(error));

@@ -9,7 +9,11 @@
 
 namespace trainctl {
 
+BadNode::BadNode(const std::string& node, const std::string& failure)
+    : std::runtime_error(fmt::format("node check failed on {}: {}", node, failure)) {}
+
 int exit_code_of(const std::exception& error) {
+  if (dynamic_cast<const BadNode*>(&error) != nullptr) return exit_code::kBadNode;
   const bool bad_input =
       dynamic_cast<const BadInput*>(&error) != nullptr || dynamic_cast<const ConfigError*>(&error) != nullptr;
   return bad_input ? exit_code::kBadConfig : exit_code::kFailed;

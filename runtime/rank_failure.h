@@ -9,13 +9,21 @@
 #include <exception>
 #include <functional>
 #include <stdexcept>
+#include <string>
 
 #include "comm.h"
 
 namespace trainctl {
 
-// The runtime's exit code for an error: 2 for the config or input that does not fit the run, 1
-// for anything else.
+// This rank's node failed the node check (node_check.h): an infrastructure fault, never the user's.
+// what(): "node check failed on NODE: rank R (DEVICE): WHY".
+class BadNode : public std::runtime_error {
+ public:
+  BadNode(const std::string& node, const std::string& failure);
+};
+
+// The runtime's exit code for an error: 76 for a node that failed its check, 2 for the config or
+// input that does not fit the run, 1 for anything else.
 int exit_code_of(const std::exception& error);
 
 // Thrown by all_or_none on the ranks where its step succeeded but another rank's failed; that

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "count_text.h"
 #include "signals.h"
 
 namespace trainctl {
@@ -35,6 +36,16 @@ std::optional<std::string> requested_pause(std::string_view phase, int64_t step)
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
   }
   return std::nullopt;
+}
+
+std::optional<HangRequest> requested_hang() {
+  const char* text = environment("TRAINCTL_TEST_HANG");
+  if (text == nullptr) return std::nullopt;
+  std::optional<HangRequest> request = parse_hang_request(text);
+  if (!request)
+    fmt::print(stderr, "trainctl-runtime: test hook: TRAINCTL_TEST_HANG=\"{}\" is not RANK:PHASE@STEP; ignored\n",
+               text);
+  return request;
 }
 
 }  // namespace
@@ -62,6 +73,35 @@ void test_midway_through_save(const std::string& run_dir, int64_t step) {
   const char* kill_step = environment("TRAINCTL_TEST_KILL_DURING_SAVE");
   if (kill_step != nullptr && std::atoll(kill_step) == step) std::raise(SIGKILL);
   test_pause_point(run_dir, "save", step);
+}
+
+std::optional<HangRequest> parse_hang_request(std::string_view text) {
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  const std::optional<int64_t> rank = parse_count(text.substr(0, colon));
+  const std::string_view phase_and_step = text.substr(colon + 1);
+  const size_t at = phase_and_step.find('@');
+  const std::optional<Phase> phase = phase_named(phase_and_step.substr(0, at));
+  if (!rank || !phase) return std::nullopt;
+  const bool before_training = *phase == Phase::kStartup || *phase == Phase::kNodeCheck;
+  if (before_training)
+    return at == std::string_view::npos ? std::optional(HangRequest{*rank, *phase, {}}) : std::nullopt;
+  if (at == std::string_view::npos) return std::nullopt;
+  const std::optional<int64_t> step = parse_count(phase_and_step.substr(at + 1));
+  return step ? std::optional(HangRequest{*rank, *phase, step}) : std::nullopt;
+}
+
+void test_hang_point(const std::string& run_dir, int64_t rank, Phase phase, int64_t step) {
+  static const std::optional<HangRequest> request = requested_hang();
+  if (!request || request->rank != rank || request->phase != phase || (request->step && *request->step != step)) return;
+  const std::string entry =
+      request->step ? fmt::format("{}@{}", phase_name(phase), step) : std::string(phase_name(phase));
+  const std::filesystem::path marker = std::filesystem::path(run_dir) / fmt::format("test-hung.{}.{}", rank, entry);
+  if (std::filesystem::exists(marker)) return;
+  std::ofstream(marker) << step << '\n';
+  fmt::print(stderr, "trainctl-runtime: test hook: rank {} hangs in {}\n", rank, entry);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  while (std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
 }  // namespace trainctl

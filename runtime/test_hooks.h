@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+
+#include "rank_activity.h"
 
 namespace trainctl {
 
@@ -27,5 +30,23 @@ void test_pause_point(const std::string& run_dir, std::string_view phase, int64_
 // Halfway through writing step `step`'s checkpoint file: the pause point "save", and
 // TRAINCTL_TEST_KILL_DURING_SAVE=<step>, which SIGKILLs the writer there.
 void test_midway_through_save(const std::string& run_dir, int64_t step);
+
+// TRAINCTL_TEST_HANG="RANK:PHASE@STEP" ("1:forward@5"; "RANK:startup" and "RANK:node-check" take
+// no step): rank RANK stops making progress in that phase at that step (the count of steps done,
+// as its hang report counts them), as a hung GPU or a deadlocked thread would leave it. It sleeps there, handling
+// signals (its hang report says where it is), until it is killed, or for ten minutes. Each hang
+// happens once per run directory: a marker file, test-hung.<RANK>.<PHASE>[@STEP], remembers it
+// across requeues.
+struct HangRequest {
+  int64_t rank = 0;
+  Phase phase = Phase::kStartup;
+  std::optional<int64_t> step;  // none for startup and node-check
+};
+// The request `text` makes; nullopt when it is not one (an unknown phase, "collective", a step
+// missing or given where it does not belong).
+std::optional<HangRequest> parse_hang_request(std::string_view text);
+// Where the rank enters `phase` (at `step`, for the phases of a step): hangs there when
+// TRAINCTL_TEST_HANG asks for it.
+void test_hang_point(const std::string& run_dir, int64_t rank, Phase phase, int64_t step);
 
 }  // namespace trainctl

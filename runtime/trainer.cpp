@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -22,7 +23,10 @@
 #include "grad_sync.h"
 #include "heartbeat.h"
 #include "metrics.h"
+#include "node_check.h"
+#include "node_records.h"
 #include "optimizer.h"
+#include "rank_activity.h"
 #include "rank_failure.h"
 #include "registry.h"
 #include "sampler.h"
@@ -47,12 +51,11 @@ std::unique_ptr<BatchSource> open_data(const RunSpec& spec, const char* key, con
 class Run {
  public:
   // Sets up this rank by itself: no collective call, so that train() can agree on its failures.
-  Run(const RunSpec& spec, const std::string& config_text, const RunLayout& layout, Comm& comm)
+  Run(const RunSpec& spec, const std::string& config_text, const RunLayout& layout, Comm& comm, const Device& device)
       : spec_(spec),
         layout_(layout),
         comm_(comm),
-        binding_(spec, comm),
-        device_(binding_.device()),
+        device_(device),
         global_batch_(spec.train.micro_batch * spec.train.grad_accum * comm.world_size()),
         train_data_(open_data(spec, "train", spec.data.train)),
         val_data_(spec.data.val ? open_data(spec, "val", *spec.data.val) : nullptr),
@@ -84,11 +87,13 @@ class Run {
     step_rate_.restart(std::chrono::steady_clock::now());
     // A run that stopped early and is started again has nothing left to do.
     while (step < spec_.train.steps && !patience_exhausted(best_, spec_.train.early_stop)) {
+      note_step(step);
       if (comm_.rank() == 0) test_pause_point(layout_.path(), "step", step);
       const std::optional<DeviceActivity> activity_before = device_activity_.before_step();
       const double lr = learning_rate(spec_.train, step);
       device_.memory.fill_zero(Stream{}, step_scalars_.get(), static_cast<size_t>(step_scalars_.size()));
       accumulate_gradients(step);
+      enter(Phase::kOptimizer, step);
       gradient_sync_->finish(model_->gradients(), model_->parameter_count());
       gradient_squares();
       const Model::OptimizerTarget target = model_->optimizer_target();
@@ -98,6 +103,7 @@ class Run {
       // again from them).
       if (spec_.train.zero > 0) gradient_sync_->gather_parameters(model_->parameters());
       ++step;
+      note_step(step);
       step_rate_.count_step();
       // Test hook: rank 0 signals itself before this step's agreement, so the stop is agreed here.
       if (comm_.rank() == 0 && step == test_signal_step_) std::raise(SIGTERM);
@@ -236,16 +242,27 @@ class Run {
   void accumulate_gradients(int64_t step) {
     model_->zero_gradients();
     const float grad_scale = 1.0f / static_cast<float>(global_terms_);
-    // Only the last micro-step's gradients are final, so only its layers are communicated.
-    const Model::LayerDone reduce_layer = [this](int64_t offset, int64_t count) {
-      gradient_sync_->layer_ready(model_->gradients(), offset, count);
-    };
     for (int64_t micro = 0; micro < spec_.train.grad_accum; ++micro) {
       const int64_t offset = (comm_.rank() * spec_.train.grad_accum + micro) * spec_.train.micro_batch;
+      enter(Phase::kData, step);
       train_data_->gather(sampler_.indices(step, offset, spec_.train.micro_batch), batch_);
       const bool last = micro + 1 == spec_.train.grad_accum;
-      model_->forward_backward_into(batch_, grad_scale, step_totals(), last ? reduce_layer : Model::LayerDone{});
+      // The model's first finished layer marks the backward pass (the loss's gradient and that
+      // layer's count as forward): models report no other point in between. Only the last
+      // micro-step's gradients are final, so only its layers are communicated.
+      const Model::LayerDone layer_done = [this, step, last](int64_t offset, int64_t count) {
+        enter(Phase::kBackward, step);
+        if (last) gradient_sync_->layer_ready(model_->gradients(), offset, count);
+      };
+      enter(Phase::kForward, step);
+      model_->forward_backward_into(batch_, grad_scale, step_totals(), layer_done);
     }
+  }
+
+  // Where the rank is, for its hang report; and where TRAINCTL_TEST_HANG may hold it.
+  void enter(Phase phase, int64_t step) {
+    note_phase(phase);
+    test_hang_point(layout_.path(), comm_.rank(), phase, step);
   }
 
   // The device scalars of a step: this rank's loss totals, then the gradient norm's squares of
@@ -293,6 +310,7 @@ class Run {
 
   // Returns whether the validation loss is the best so far.
   bool evaluate(int64_t step) {
+    enter(Phase::kEval, step);
     if (comm_.rank() == 0) test_pause_point(layout_.path(), "eval", step);
     // Each rank scores a contiguous share of the validation set; the sums are combined.
     const int64_t examples = val_data_->examples();
@@ -318,6 +336,7 @@ class Run {
   }
 
   void save(int64_t step, bool new_best, bool durable) {
+    enter(Phase::kCheckpoint, step);
     const auto started = std::chrono::steady_clock::now();
     std::vector<SavedCheckpoint> saved = checkpoints_.save(
         {step, sampler_.epoch_of(step), step * global_batch_, last_loss_, last_val_loss_, best_}, new_best, durable);
@@ -344,8 +363,6 @@ class Run {
   const RunSpec& spec_;
   const RunLayout& layout_;
   Comm& comm_;
-  // Before every member that holds device memory: unbound after they have released it.
-  DeviceBinding binding_;
   const Device& device_;
   int64_t global_batch_;  // examples per step, over all ranks
   std::unique_ptr<BatchSource> train_data_, val_data_;
@@ -373,10 +390,21 @@ class Run {
 }  // namespace
 
 int train(const RunSpec& spec, const std::string& config_text, const RunLayout& layout, Comm& comm) {
-  // Each rank sets up by itself (no collective call: the device, the data, the model); where that
-  // fails on any rank, all ranks end together.
+  // Each rank sets up by itself (no collective call: the device, then the data and the model);
+  // where that fails on any rank, all ranks end together. The node check, where the batch script
+  // asks for one, comes between, once the device is bound.
+  test_hang_point(layout.path(), comm.rank(), Phase::kStartup, 0);
+  std::optional<NodeCheck> node_check;
+  // Before everything that holds device memory: unbound after they have released it.
+  std::unique_ptr<DeviceBinding> binding;
+  all_or_none(comm, [&] {
+    if (const std::optional<int64_t> seconds = node_check_timeout_seconds()) node_check.emplace(layout, comm, *seconds);
+    binding = node_check ? node_check->bind(spec) : std::make_unique<DeviceBinding>(spec, comm);
+  });
+  if (node_check) node_check->check(spec, binding.get());
+  note_phase(Phase::kStartup);
   std::unique_ptr<Run> run;
-  all_or_none(comm, [&] { run = std::make_unique<Run>(spec, config_text, layout, comm); });
+  all_or_none(comm, [&] { run = std::make_unique<Run>(spec, config_text, layout, comm, binding->device()); });
   return run->run();
 }
 

@@ -10,8 +10,10 @@
 #include <fmt/format.h>
 
 #include "bad_input.h"
+#include "count_text.h"
 #include "registry.h"
 #include "runs/local_runtime.h"
+#include "training_memory.h"
 #include "sweeps/sweep.h"
 
 namespace trainctl {
@@ -40,35 +42,28 @@ struct DataMemory {
 // with checkpoint.sharded of each rank's shard of both on every rank.
 std::vector<MemoryComponent> memory_components(const RunSpec& run, const JobSpec& job, const ModelFootprint& model,
                                                const DataMemory& data, int64_t process_base) {
-  const int64_t tensor_bytes = model.parameters * kFloat;
-  const bool adamw = run.train.optimizer == OptimizerKind::kAdamW;
-  const int64_t optimizer_buffers = adamw ? 2 : 1;
-  std::string optimizer = adamw ? "adamw: 2 moments" : "sgd: momentum";
-  int64_t optimizer_bytes = optimizer_buffers * tensor_bytes;
-  // ZeRO-1 and sharded checkpoints split the flat state over the data-parallel ranks: a rank
-  // holds at most ceil(parameters / world size) floats of each buffer.
   const int64_t world = job.world_size();
-  const int64_t shard_bytes = (model.parameters + world - 1) / world * kFloat;
-  if (run.train.zero == 1) {
-    optimizer += fmt::format("; ZeRO-1: 1/{} of {}", world, size_text(optimizer_bytes));
-    optimizer_bytes = optimizer_buffers * shard_bytes;
-  }
+  const TrainingMemory rank = training_memory(run.train, model, world);
+  std::string optimizer = run.train.optimizer == OptimizerKind::kAdamW ? "adamw: 2 moments" : "sgd: momentum";
+  // ZeRO-1 and sharded checkpoints split the flat state over the data-parallel ranks.
+  if (run.train.zero == 1)
+    optimizer += fmt::format("; ZeRO-1: 1/{} of {}", world, size_text(rank.optimizer_buffers * rank.weights));
   const bool gpu = run.train.device != "cpu";
   const MemoryComponent staging =
       run.checkpoint.sharded
-          ? MemoryComponent{"checkpoint staging (a shard, every rank)", (1 + optimizer_buffers) * shard_bytes}
-          : MemoryComponent{"checkpoint staging (rank 0)", tensor_bytes + optimizer_bytes, false, true};
+          ? MemoryComponent{"checkpoint staging (a shard, every rank)", (1 + rank.optimizer_buffers) * rank.shard}
+          : MemoryComponent{"checkpoint staging (rank 0)", rank.weights + rank.optimizer_state, false, true};
   std::vector<MemoryComponent> components{
-      {"weights", tensor_bytes, gpu},
-      {"gradients", tensor_bytes, gpu},
-      {fmt::format("optimizer state ({})", optimizer), optimizer_bytes, gpu},
+      {"weights", rank.weights, gpu},
+      {"gradients", rank.gradients, gpu},
+      {fmt::format("optimizer state ({})", optimizer), rank.optimizer_state, gpu},
   };
   // precision = "bf16": the GEMMs' copy of the weights.
-  if (model.compute_copy_bytes > 0) components.push_back({"weights' bf16 compute copy", model.compute_copy_bytes, gpu});
+  if (rank.compute_copy > 0) components.push_back({"weights' bf16 compute copy", rank.compute_copy, gpu});
   components.insert(components.end(),
                     {
                         {fmt::format("activations ({})", element_type_name(model.activation_type)),
-                         model.activation_bytes, gpu},
+                         rank.activations, gpu},
                         {"CPU kernel scratch", gpu ? 0 : model.cpu_scratch_bytes},
                         {"data", data.bytes},
                         {"data, mapped (once a node)", data.mapped_bytes, false, false, true},
@@ -202,15 +197,6 @@ void check_memory_fits(const Config& config, bool read_files) {
   if (!config.sweep) return check(config.table);
   for_each_task_config(config.table, *config.sweep, expand_sweep(*config.sweep), check,
                        [](const SweepTask&, toml::table&) {});
-}
-
-std::string size_text(int64_t bytes) {
-  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024) return fmt::format("{} bytes", bytes);
-  auto value = static_cast<double>(bytes) / 1024;
-  size_t unit = 0;
-  for (; value >= 1024 && unit + 1 < std::size(kUnits); value /= 1024) ++unit;
-  return fmt::format("{:.1f} {}", value, kUnits[unit]);
 }
 
 }  // namespace trainctl

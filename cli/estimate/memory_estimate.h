@@ -54,7 +54,4 @@ std::optional<ConfigError> job_mem_refusal(const toml::table& config, const std:
 // see, or without job.mem. `read_files` as for estimate_memory.
 void check_memory_fits(const Config& config, bool read_files);
 
-// Bytes as people read them: "512 bytes", "40.2 MiB", "4.0 TiB".
-std::string size_text(int64_t bytes);
-
 }  // namespace trainctl

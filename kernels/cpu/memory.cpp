@@ -1,6 +1,6 @@
 // The CPU's memory, info and streams families: host memory is device memory, so copies are
-// memcpy, binding and pinning do nothing and there is no separate device peak, nor anything to
-// count; peak_flops estimates the dense fp32 FMA peak from /proc/cpuinfo. Every op completes
+// memcpy, binding and pinning do nothing and there is no separate device peak, nor free device
+// memory, nor anything to count; peak_flops estimates the dense fp32 FMA peak from /proc/cpuinfo. Every op completes
 // before it returns, so there is nothing to queue: every stream is Stream{}. Also the typed
 // tensors' widening into float scratch that the other families share (cpu_ops.h).
 #include <algorithm>
@@ -119,6 +119,10 @@ double peak_flops(bool) {
 int64_t peak_allocated_bytes() { return 0; }
 
 std::optional<DeviceActivity> activity() { return std::nullopt; }
+
+// Host memory is shared with everything else on the node; the job's memory request, which
+// `trainctl validate` holds to the estimate, is what bounds a rank's share of it.
+std::optional<int64_t> free_memory_bytes() { return std::nullopt; }
 
 // The ops' scratch is thread_local, released with the thread.
 void unbind() {}

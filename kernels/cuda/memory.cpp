@@ -1,8 +1,8 @@
 // The CUDA memory, info and streams families: binding a rank to its GPU (and releasing what the
 // table keeps for itself), device memory and its peak use, copies ordered on a stream, the
 // conversion between f32 and bf16 (its kernel among the elementwise ones), page-locked host
-// memory, streams of the caller's own, the GPU's peak FLOP/s from a table of known products, and
-// what the device has done where the CPU implementation of CUDA counts it.
+// memory, streams of the caller's own, the GPU's peak FLOP/s from a table of known products, its
+// free memory, and what the device has done where the CPU implementation of CUDA counts it.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -258,6 +258,12 @@ double peak_flops(bool bf16) {
         name.find(row.name_part) != std::string_view::npos)
       return bf16 ? row.bf16 : row.fp32;
   return 0.0;
+}
+
+std::optional<int64_t> free_memory_bytes() {
+  size_t free = 0, total = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return static_cast<int64_t>(free);
 }
 
 std::optional<DeviceActivity> activity() {
