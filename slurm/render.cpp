@@ -228,6 +228,9 @@ fi
 # requeue resumes from the last checkpoint. 76 is the ranks' node check: a node is bad.
 end_step=$(read_count "$progress_file")
 progress_counts=true
+# The nodes this start's node check blamed.
+checked_bad=$(tail -n +$((bad_lines_before + 1)) "$bad_nodes_file" 2>/dev/null |
+  awk -F '\t' '$2 ~ /^node check: / && !seen[$1]++ { printf "%s%s", (n++ ? ", " : ""), $1 }')
 if [ -n "$hung_at" ]; then
   ending="hung at step $hung_at"
   if [ -n "$hung_rank" ]; then
@@ -235,6 +238,13 @@ if [ -n "$hung_at" ]; then
     [ "$hung_node" = "?" ] ||
       blame_node "$hung_node" "hung: rank $hung_rank did not reach the $hung_collective of step $hung_step"
   fi
+elif [ "$rc" -eq "$bad_node_code" ] || [ -n "$checked_bad" ]; then
+  # A rank whose check's collective timed out exits 76 and srun kills the hung one, so srun's code
+  # may be that signal's: the check's blames decide.
+  ending="node check failed${checked_bad:+ on $checked_bad}"
+  # A failed check ends a start before its first step: that is the check's doing, and the
+  # exclusion below, bounded by max_excluded_nodes, keeps it from repeating.
+  progress_counts=false
 elif [ "$rc" -gt 128 ] && [ "$failed_by" != exit ]; then
   ending="killed by signal $((rc - 128)) at step $end_step"
   echo "trainctl: a rank was killed by signal $((rc - 128)) (srun exit $rc): an infrastructure fault; resuming from the last checkpoint"
@@ -252,12 +262,6 @@ elif [ "$rc" -gt 128 ] && [ "$failed_by" != exit ]; then
     ending="$ending; rank $killed_rank on $killed_node: $killed_how"
     blame_node "$killed_node" "killed: rank $killed_rank ($killed_how) at step $end_step"
   fi
-elif [ "$rc" -eq "$bad_node_code" ]; then
-  ending="node check failed on $(tail -n +$((bad_lines_before + 1)) "$bad_nodes_file" 2>/dev/null |
-    awk -F '\t' '!seen[$1]++ { printf "%s%s", (n++ ? ", " : ""), $1 }')"
-  # A failed check ends a start before its first step: that is the check's doing, and the
-  # exclusion below, bounded by max_excluded_nodes, keeps it from repeating.
-  progress_counts=false
 elif [ "$rc" -eq "$saved_requeue_code" ]; then
   ending="saved at step $end_step"
 else

@@ -560,6 +560,18 @@ TEST_CASE("a failed node check requeues the job without the node, and is no stal
         std::string::npos);
 }
 
+TEST_CASE("a node check whose collective timed out is the check's failure, whatever srun's code") {
+  // The ranks that timed out exit 76, and srun kills the hung one: srun's code is a signal's.
+  Sandbox sandbox;
+  CommandResult result = sandbox.run(
+      named_job(), {"FAKE_SIGNAL=KILL", "SLURM_JOB_PARTITION=debug",
+                    "FAKE_BAD_NODES=n9\tnode check: rank 2 did not reach the all-reduce within 300 s\n"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK(sandbox.run_file("job.outcome") == "requeued: node check failed on n9\n");
+  CHECK(sandbox.run_file("bad.nodes") == "n9\tnode check: rank 2 did not reach the all-reduce within 300 s\n");
+}
+
 TEST_CASE("an exclusion that would leave the partition too few nodes is not made") {
   Sandbox sandbox;
   CommandResult result = sandbox.run(

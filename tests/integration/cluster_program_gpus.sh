@@ -5,12 +5,16 @@
 #   CUDA_VISIBLE_DEVICES to its node's 2 GPUs, and trainctl-launch passes it on with LOCAL_RANK,
 #   so the GPU each rank takes (entry LOCAL_RANK of the list, torch.cuda.set_device(LOCAL_RANK))
 #   is a different one on each node: 4 distinct (node, GPU) pairs.
+#   trainctl-launch's node check passed on each rank's GPU first.
 # - SLURM schedules the GPUs: a job that wants a GPU of a node whose GPUs are all taken waits
 #   for Resources, though that node has a free CPU.
 # - A job asking for 3 GPUs per node is refused at submission with SLURM's reason; nothing is
 #   queued and no run directory is left behind, so the corrected config submits as a new run.
 source "$(dirname "$0")/lib.sh"
 require_cluster 2 2
+# trainctl-launch checks each rank's GPU before it starts the program (job.check_nodes): on the
+# CPU implementation of CUDA here, which sbatch passes on.
+export TRAINCTL_CUDA_BACKEND=cpu
 
 # Each rank records what it sees, as a JSON list (a variable that is not set reads null).
 write_gpu_config() {  # write_gpu_config FILE NAME GPUS_PER_NODE

@@ -3,9 +3,9 @@
 # - SIGKILL of one rank mid-step: srun ends the step (--kill-on-bad-exit) and exits 128 + 9; the
 #   batch script takes that for an infrastructure fault, blames the rank's node (srun names it)
 #   and requeues the job without it;
-# - SIGSTOP of rank 0 in the resumed run: rank 1 blocks in the step's all-reduce, the heartbeat
-#   stops, and the batch script's watchdog asks every rank for its hang report: rank 1 reports
-#   the all-reduce it waits in, the stopped rank nothing. The watchdog names rank 0 and its node,
+# - SIGSTOP of rank 0 in the resumed run: rank 1 blocks in the step's gradient reduce-scatter, the
+#   heartbeat stops, and the batch script's watchdog asks every rank for its hang report: rank 1
+#   reports the collective it waits in, the stopped rank nothing. The watchdog names rank 0 and its node,
 #   kills the step within job.hang_timeout and requeues the job as hung, without that node either.
 # The job resumes from its last checkpoint each time, on the two nodes never blamed, and completes
 # with weights bitwise equal to an uninterrupted run's; `trainctl status` names both faults and
@@ -83,10 +83,11 @@ killed_at=$(sed -nE 's/.* at step ([0-9]+);.*/\1/p' <<<"$killed_line")
 hung_line=$(grep -E "trainctl: no step finished for [0-9]+ s \(hang_timeout $hang_timeout s\) after step [0-9]+: the ranks are hung; killing them" <<<"$log") ||
   { echo "$log"; fail "the watchdog did not report the hang"; }
 hung_at=$(sed -nE 's/.* after step ([0-9]+): .*/\1/p' <<<"$hung_line")
-grep -qE "^trainctl: hang report: rank=1 node=[a-z0-9]+ step=1000 phase=collective collective=all-reduce waited_s=[0-9.]+$" \
-  <<<"$log" || { echo "$log"; fail "rank 1's hang report does not say it waits in step 1000's all-reduce"; }
+# Rank 1 waits in step 1000's first collective, the gradients' reduce-scatter.
+grep -qE "^trainctl: hang report: rank=1 node=[a-z0-9]+ step=1000 phase=collective collective=reduce-scatter waited_s=[0-9.]+$" \
+  <<<"$log" || { echo "$log"; fail "rank 1's hang report does not say it waits in step 1000's reduce-scatter"; }
 grep -qx "trainctl: hang report: rank=0 node=$stopped_node no-report" <<<"$log" || fail "the stopped rank 0 reported"
-hung="hung at step $hung_at; rank 0 on $stopped_node did not reach the all-reduce"
+hung="hung at step $hung_at; rank 0 on $stopped_node did not reach the reduce-scatter"
 grep -qF "trainctl: $hung; requeuing job $job (requeue 2 of 5)" <<<"$log" || fail "no requeue line for the hang"
 grep -qx "trainctl: the requeued job excludes $killed_node" <<<"$log" || fail "the first requeue did not exclude $killed_node"
 grep -qx "trainctl: the requeued job excludes $killed_node,$stopped_node" <<<"$log" ||
@@ -104,7 +105,7 @@ printf 'completed\nrequeued: %s\nrequeued: %s\n' "$hung" "$killed" |
 "$TRAINCTL" status runs/faults | tee status.txt
 grep -qE "faults +$job +COMPLETED +2 +1500 .* completed; requeued: $hung; requeued: $killed\$" status.txt ||
   fail "status does not name both faults"
-excluded="excluded nodes: $killed_node (killed: rank 1 (Killed) at step $killed_at), $stopped_node (hung: rank 0 did not reach the all-reduce of step 1000)"
+excluded="excluded nodes: $killed_node (killed: rank 1 (Killed) at step $killed_at), $stopped_node (hung: rank 0 did not reach the reduce-scatter of step 1000)"
 grep -qxF "$excluded" status.txt || fail "status does not name the excluded nodes"
 
 wait "$reference" || fail "the reference run failed: $(cat reference.log)"
