@@ -17,19 +17,19 @@ namespace trainctl {
 namespace {
 
 // A command and its words ("trainctl ckpt ls").
-struct Command {
+struct CommandAndWords {
   std::string words;
   const CLI::App* app;
 };
 
-void collect_commands(const CLI::App& app, const std::string& words, std::vector<Command>& commands) {
+void collect_commands(const CLI::App& app, const std::string& words, std::vector<CommandAndWords>& commands) {
   commands.push_back({words, &app});
   for (const CLI::App* sub : visible_subcommands(app)) collect_commands(*sub, words + " " + sub->get_name(), commands);
 }
 
 // Every command, depth-first in the order --help lists them, trainctl itself first.
-std::vector<Command> all_commands(const CLI::App& app) {
-  std::vector<Command> commands;
+std::vector<CommandAndWords> all_commands(const CLI::App& app) {
+  std::vector<CommandAndWords> commands;
   collect_commands(app, app.get_name(), commands);
   return commands;
 }
@@ -149,7 +149,7 @@ std::string roff(std::string_view text) {
   return escaped;
 }
 
-std::string man_section(const Command& command) {
+std::string man_section(const CommandAndWords& command) {
   const CLI::Formatter formatter;
   const CLI::App& app = *command.app;
   std::string section = fmt::format(".SS \"{}\"\n{}\n", roff(command.words), roff(app.get_description()));
@@ -170,7 +170,7 @@ std::string man_section(const Command& command) {
 
 std::string bash_completion_script(const CLI::App& app) {
   Rows subcommands, options, option_values, arguments;
-  for (const Command& command : all_commands(app)) {
+  for (const CommandAndWords& command : all_commands(app)) {
     const std::vector<const CLI::App*> subs = visible_subcommands(*command.app);
     if (!subs.empty()) subcommands.emplace_back(command.words, fmt::format("{}", fmt::join(names_of(subs), " ")));
     std::vector<std::string> names, kinds;
@@ -200,7 +200,7 @@ std::string bash_completion_script(const CLI::App& app) {
 
 std::string man_page_commands(const CLI::App& app) {
   std::string text = fmt::format("[NAME]\n{} \\- {}\n\n[COMMANDS]\n", app.get_name(), roff(app.get_description()));
-  const std::vector<Command> commands = all_commands(app);
+  const std::vector<CommandAndWords> commands = all_commands(app);
   for (size_t index = 1; index < commands.size(); ++index) text += man_section(commands[index]);
   return text;
 }

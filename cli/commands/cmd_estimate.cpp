@@ -34,8 +34,6 @@ namespace trainctl {
 
 namespace {
 
-constexpr int64_t kMiB = int64_t{1} << 20;
-
 // --measure's suggestions. The time limit covers the measured duration with this margin (other
 // nodes, the gradient all-reduce of several ranks, a busier filesystem), then signal_grace (the
 // run should end before its signal) and SLURM's 30 s time-limit check.

@@ -20,7 +20,6 @@ namespace trainctl {
 
 namespace {
 
-constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr auto kFloat = static_cast<int64_t>(sizeof(float));
 
 // What a runtime holds beyond its start-up (runtime_startup_resident_bytes) besides the model and

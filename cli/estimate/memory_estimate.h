@@ -15,6 +15,9 @@
 
 namespace trainctl {
 
+// A mebibyte: the unit of the memory table.
+inline constexpr int64_t kMiB = int64_t{1} << 20;
+
 struct MemoryComponent {
   std::string name;
   int64_t bytes = 0;
