@@ -25,7 +25,7 @@ scancel -s TERM "$job"
 wait_for_job "$job" 300 COMPLETED FAILED CANCELLED
 log=runs/gpus-preempted/logs/slurm-$job.out
 [ "$(job_field "$job" JobState)" = COMPLETED ] || { cat "$log"; fail "job $job did not complete"; }
-[ "$(job_field "$job" Restarts)" = 1 ] || fail "expected exactly one requeue, got $(job_field "$job" Restarts)"
+expect_one_signal_requeue "$job" runs/gpus-preempted
 stop_step=$(sed -nE 's/.*"step":([0-9]+),"event":"stop".*/\1/p' runs/gpus-preempted/metrics.jsonl)
 [ "$stop_step" = 11 ] || fail "stopped at step '$stop_step', not at 11"
 grep -q "\"step\":$stop_step,\"event\":\"resume\"" runs/gpus-preempted/metrics.jsonl || fail "no resume at $stop_step"

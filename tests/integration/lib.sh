@@ -174,6 +174,21 @@ submit() {
 # a stop signal: an outside event the test causes then lands there, however fast the machine.
 wait_until_paused() { wait_for_file "$1/test-paused.$2" "$3"; }
 
+# expect_one_signal_requeue JOB RUN: one requeue of the job came of the stop signal. On a loaded
+# machine a rank may also die at start-up (Open MPI's TCP connect under load has crashed one, in
+# the start after a requeue too): the batch script requeues that as an infrastructure fault,
+# which job.outcome records; the test stands as long as every restart is accounted for there and
+# only one is the signal's.
+expect_one_signal_requeue() {
+  local job=$1 run=$2 restarts saves
+  restarts=$(job_field "$job" Restarts)
+  saves=$(grep -c '^requeued: saved at step' "$run/job.outcome" || true)
+  [ "$saves" = 1 ] || fail "expected one requeue after the stop signal, got $saves: $(cat "$run/job.outcome")"
+  [ "$(grep -c '^requeued: ' "$run/job.outcome")" = "$restarts" ] ||
+    fail "job $job restarted $restarts times, but job.outcome accounts for other requeues: $(cat "$run/job.outcome")"
+  [ "$restarts" = 1 ] || echo "note: job $job was requeued $((restarts - 1)) more time(s), for: $(sed -n '/^requeued: saved/!s/^requeued: //p' "$run/job.outcome" | paste -sd ';')" >&2
+}
+
 # preempt_mid_run CONFIG RUN STEPS: submits CONFIG, holds rank 0 at the start of step 60 (the test
 # hook) and signals the job there (scancel -s TERM); waits for it to complete after exactly one
 # requeue; prints the step it stopped and resumed at, which must be mid-run: past 60, before STEPS.
@@ -184,17 +199,7 @@ preempt_mid_run() {
   scancel -s TERM "$job"
   wait_for_job "$job" 240 COMPLETED FAILED CANCELLED
   [ "$(job_field "$job" JobState)" = COMPLETED ] || { cat "$run"/logs/* >&2; fail "job $job did not complete"; }
-  # One requeue comes of the signal. On a loaded machine a rank may also die before the pause (Open
-  # MPI's TCP connect under load has crashed one at start-up): the runtime requeues that as an
-  # infrastructure fault, which job.outcome records; the test stands as long as every restart is
-  # accounted for there and only one is the signal's.
-  local restarts saves
-  restarts=$(job_field "$job" Restarts)
-  saves=$(grep -c '^requeued: saved at step' "$run/job.outcome" || true)
-  [ "$saves" = 1 ] || fail "expected one requeue after the stop signal, got $saves: $(cat "$run/job.outcome")"
-  [ "$(grep -c '^requeued: ' "$run/job.outcome")" = "$restarts" ] ||
-    fail "job $job restarted $restarts times, but job.outcome accounts for other requeues: $(cat "$run/job.outcome")"
-  [ "$restarts" = 1 ] || echo "note: job $job was requeued $((restarts - 1)) more time(s), for: $(sed -n '/^requeued: saved/!s/^requeued: //p' "$run/job.outcome" | paste -sd ';')" >&2
+  expect_one_signal_requeue "$job" "$run"
   stop_step=$(sed -nE 's/.*"step":([0-9]+),"event":"stop".*/\1/p' "$run/metrics.jsonl")
   [ "$stop_step" -gt 60 ] && [ "$stop_step" -lt "$steps" ] || fail "stopped at step '$stop_step', not mid-run"
   grep -q "\"step\":$stop_step,\"event\":\"resume\"" "$run/metrics.jsonl" || fail "no resume at $stop_step"
