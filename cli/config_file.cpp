@@ -16,7 +16,7 @@ namespace trainctl {
 namespace {
 const std::vector<std::string> kTrainingTables{"model", "data", "train", "checkpoint", "metrics"};
 const std::vector<std::string> kTopLevelTables{"job",     "model",  "data",   "train", "checkpoint",
-                                               "metrics", "program", "params", "sweep"};
+                                               "metrics", "program", "params", "sweep", "then"};
 // Samples per optimizer step over all ranks; with train.steps <= 1e9 the samples of a run fit int64.
 constexpr int64_t kMaxGlobalBatch = int64_t{1} << 32;
 
@@ -42,6 +42,7 @@ struct Specs {
   JobSpec job;
   std::optional<RunSpec> run;
   std::optional<ProgramSpec> program;
+  std::vector<FollowUpStep> follow_ups;
 };
 
 void check_global_batch(const toml::table& table, const std::string& file, const JobSpec& job, const TrainSpec& train) {
@@ -68,12 +69,24 @@ void reject_training_tables(const toml::table& table, const std::string& file) {
                                     program_line, name));
 }
 
+// A [program]'s checkpoints are its own: trainctl's export, eval and sample cannot read them.
+void reject_checkpoint_follow_ups(const toml::table& table, const std::string& file,
+                                  const std::vector<FollowUpStep>& steps) {
+  for (size_t index = 0; index < steps.size(); ++index)
+    if (steps[index].kind != "command")
+      throw ConfigError(position_of(*table["then"][index]["kind"].node(), file), fmt::format("then[{}].kind", index),
+                        fmt::format("\"{}\" reads trainctl's checkpoints, and a [program] writes its own; use kind = "
+                                    "\"command\" to run your own step",
+                                    steps[index].kind));
+}
+
 // [job] and either [program] or the training tables, and what they must agree on.
 Specs read_specs(const toml::table& table, const std::string& file) {
-  Specs specs{parse_job_spec(table, file), std::nullopt, std::nullopt};
+  Specs specs{parse_job_spec(table, file), std::nullopt, std::nullopt, parse_follow_ups(table, file)};
   if (has_program(table)) {
     reject_training_tables(table, file);
     specs.program = parse_program_spec(table, file);
+    reject_checkpoint_follow_ups(table, file, specs.follow_ups);
     return specs;
   }
   if (const toml::node* params = table.get("params"))
@@ -119,7 +132,12 @@ Config load_config(const std::string& path) {
   config.job = std::move(specs.job);
   config.run = std::move(specs.run);
   config.program = std::move(specs.program);
+  config.follow_ups = std::move(specs.follow_ups);
   config.sweep = parse_sweep(config.table, path, [&](const toml::table& table) { check_config_table(table, path); });
+  if (config.sweep && !config.follow_ups.empty())
+    throw ConfigError(position_of(*config.table.get("then"), path), "then",
+                      "follow-up steps run after one training job, and a [sweep] submits many; run them as a "
+                      "job of their own with `trainctl submit CONFIG --after SWEEP`");
   return config;
 }
 

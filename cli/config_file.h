@@ -7,6 +7,7 @@
 
 #include <toml++/toml.h>
 
+#include "follow_up.h"
 #include "job_spec.h"
 #include "runs/run_dir.h"
 #include "program_spec.h"
@@ -24,6 +25,7 @@ struct Config {
   std::optional<RunSpec> run;
   std::optional<ProgramSpec> program;
   std::optional<SweepSpec> sweep;  // [sweep]: submit makes a job array of the tasks
+  std::vector<FollowUpStep> follow_ups;  // [[then]]: jobs that run once the training completed
 };
 
 // Throws ConfigError (exit 2) for any problem, naming file:line:col and the key.

@@ -43,8 +43,8 @@ void check_run_data(toml::table table, const std::string& config_path, CheckedDa
 }
 
 void check_program_workdir(toml::table table, const std::string& config_path, CheckedData& checked) {
-  resolve_program_workdir(table, std::filesystem::absolute(config_path).parent_path().string());
-  const std::string workdir = table["program"]["workdir"].value_or(std::string());
+  const std::string workdir =
+      absolute_program_workdir(table, std::filesystem::absolute(config_path).parent_path().string());
   if (checked.insert(workdir).second && !std::filesystem::is_directory(workdir))
     throw BadInput(fmt::format("program.workdir: {} is not a directory", workdir));
 }

@@ -4,14 +4,14 @@
 
 #include <fmt/format.h>
 
+#include "build_version.h"
 #include "commands.h"
-#include "revision.h"
 
 namespace trainctl {
 
 std::unique_ptr<CLI::App> make_trainctl_app() {
   auto app = std::make_unique<CLI::App>("SLURM-native batch training launcher", "trainctl");
-  app->set_version_flag("--version", fmt::format("trainctl {} ({})", TRAINCTL_VERSION, TRAINCTL_REVISION));
+  app->set_version_flag("--version", "trainctl " + build_version());
   // No command is not a mistake: main prints the overview.
   app->require_subcommand(0, 1);
   add_validate_command(*app);

@@ -31,6 +31,12 @@
 //                    then its stack (docs/runtime.md, "Hang reports"); emptied before each start
 //   node-check/      the runtime's arrival markers of the node check's collectives, emptied by
 //                    rank 0 as each start's check begins
+//   run.json         what this submission runs (common/run_record.h): trainctl's and the runtime's
+//                    versions, a [program]'s code snapshot (commit, dirty), the job it waits for
+//                    (--after) and its follow-up jobs ([[then]])
+//   code/            a [program]'s code as submitted, which every start of the job runs from
+//   code.diff        with a git snapshot: `git diff HEAD` of the tracked files at submit
+//   then/N.outcome   how follow-up step N ended: completed, or failed: exit C
 #pragma once
 
 #include <algorithm>
@@ -62,6 +68,10 @@ inline constexpr std::string_view kBadNodes = "bad.nodes";
 inline constexpr std::string_view kHang = "hang";
 inline constexpr std::string_view kNodeCheckMarkers = "node-check";
 inline constexpr std::string_view kJobNodes = "job.nodes";
+inline constexpr std::string_view kRunRecord = "run.json";
+inline constexpr std::string_view kCode = "code";
+inline constexpr std::string_view kCodeDiff = "code.diff";
+inline constexpr std::string_view kFollowers = "then";
 // job.outcome's first line while the batch script runs (slurm/render.cpp writes it).
 inline constexpr std::string_view kOutcomeRunning = "running";
 // A job's log in logs/ is <prefix><job id><suffix>.
@@ -80,7 +90,8 @@ static_assert(is_plain(kConfig) && is_plain(kScript) && is_plain(kJobId) && is_p
               is_plain(kMetrics) && is_plain(kProgress) && is_plain(kCompleted) && is_plain(kHeartbeat) &&
               is_plain(kRequeueStalls) && is_plain(kRequeueCount) && is_plain(kOutcome) && is_plain(kParams) &&
               is_plain(kRankExits) && is_plain(kRankNodes) && is_plain(kBadNodes) && is_plain(kHang) &&
-              is_plain(kNodeCheckMarkers) && is_plain(kJobNodes) && is_plain(kLogPrefix) && is_plain(kLogSuffix));
+              is_plain(kNodeCheckMarkers) && is_plain(kJobNodes) && is_plain(kFollowers) && is_plain(kLogPrefix) &&
+              is_plain(kLogSuffix));
 }  // namespace run_file
 
 // The paths of a run directory's files. The path is taken as given: the batch script renders
@@ -114,6 +125,11 @@ class RunLayout {
   std::string hang() const { return file(run_file::kHang); }
   std::string node_check_markers() const { return file(run_file::kNodeCheckMarkers); }
   std::string job_nodes() const { return file(run_file::kJobNodes); }
+  std::string run_record() const { return file(run_file::kRunRecord); }
+  std::string code() const { return file(run_file::kCode); }
+  std::string code_diff() const { return file(run_file::kCodeDiff); }
+  std::string followers() const { return file(run_file::kFollowers); }
+  std::string follower_outcome(int index) const { return followers() + "/" + std::to_string(index) + ".outcome"; }
 
  private:
   std::string file(std::string_view name) const { return path_ + "/" + std::string(name); }

@@ -96,6 +96,9 @@ ProgramSpec parse_program_spec(const toml::table& root, const std::string& file)
     if (workdir->empty()) reader.fail("workdir", "is empty; leave it out to run in the config file's directory");
     program.workdir = *workdir;
   }
+  if (reader.has("snapshot")) program.snapshot = reader.choice("snapshot", {"git", "files", "none"});
+  if (reader.has("snapshot_include")) program.snapshot_include = reader.string_list("snapshot_include");
+  program.snapshot_max_mb = reader.integer("snapshot_max_mb", program.snapshot_max_mb, 1, 1 << 20);
   reader.reject_unknown();
   if (const toml::node* params = root.get("params")) {
     if (!params->is_table()) throw ConfigError(position_of(*params, file), "params", "expected a table of values");
@@ -115,13 +118,17 @@ ProgramSpec parse_program_spec(const toml::table& root, const std::string& file)
   return program;
 }
 
+std::string absolute_program_workdir(const toml::table& root, const std::string& base_dir) {
+  std::filesystem::path workdir = base_dir;
+  if (const toml::value<std::string>* written = root["program"]["workdir"].as_string())
+    workdir = std::filesystem::path(base_dir) / written->get();  // an absolute written path replaces base_dir
+  return std::filesystem::absolute(workdir).lexically_normal().string();
+}
+
 void resolve_program_workdir(toml::table& root, const std::string& base_dir) {
   toml::table* program = root["program"].as_table();
   if (program == nullptr) return;
-  std::filesystem::path workdir = base_dir;
-  if (const toml::value<std::string>* written = (*program)["workdir"].as_string())
-    workdir = std::filesystem::path(base_dir) / written->get();  // an absolute written path replaces base_dir
-  program->insert_or_assign("workdir", std::filesystem::absolute(workdir).lexically_normal().string());
+  program->insert_or_assign("workdir", absolute_program_workdir(root, base_dir));
 }
 
 std::vector<std::string> program_argv(const ProgramSpec& program, const RunLayout& run) {

@@ -4,6 +4,8 @@
 // config is read and filled in on each rank, from the run directory it runs for.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,15 @@ struct ProgramSpec {
   // Where the command runs: relative to the config file's directory, empty for that directory
   // itself; resolve_program_workdir makes it absolute in the run directory's config.
   std::string workdir;
+  // How `trainctl submit` freezes the code (docs/programs.md, "Frozen code"): "git" (the commit,
+  // the tracked files as they are, and the untracked ones snapshot_include names), "files" (the
+  // files under workdir that snapshot_include names), or "none" (run in place). Unset: "git" in a
+  // git work tree, else "files".
+  std::optional<std::string> snapshot;
+  // Patterns of paths relative to workdir, shell-style, '*' matching '/' too; unset: none for
+  // "git", every file ("*") for "files".
+  std::optional<std::vector<std::string>> snapshot_include;
+  int64_t snapshot_max_mb = 100;  // a bigger snapshot is refused, naming the biggest files
   toml::table params;  // [params], free-form
 };
 
@@ -27,6 +38,10 @@ bool has_program(const toml::table& root);
 // an empty command, an element that is not a string, and a placeholder that is unknown, unclosed
 // or names a value that cannot be an argument (an array or a table).
 ProgramSpec parse_program_spec(const toml::table& root, const std::string& file);
+
+// program.workdir of `root` as an absolute path: the written one relative to `base_dir`, or
+// `base_dir` itself when none is written.
+std::string absolute_program_workdir(const toml::table& root, const std::string& base_dir);
 
 // Sets program.workdir in `root` to an absolute path: the written one relative to `base_dir`,
 // or `base_dir` itself when none is written. A config without [program] is left as it is.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <string_view>
 
 #include "bad_input.h"
 #include "check.h"
@@ -20,6 +21,7 @@
 #include "rank_failure.h"
 #include "registry.h"
 #include "run_layout.h"
+#include "run_record.h"
 #include "signals.h"
 #include "trainer.h"
 
@@ -41,6 +43,11 @@ int main(int argc, char** argv) {
   // and a hang report be written.
   install_stop_signal_handlers();
   install_hang_report_handler();
+  // Answered before MPI starts, which takes a second: trainctl submit and run ask at every start.
+  if (argc == 2 && std::string_view(argv[1]) == "--version") {
+    fmt::print("{}\n", runtime_version_text());
+    return exit_code::kDone;
+  }
   std::unique_ptr<Comm> started;
   try {
     started = std::make_unique<Comm>(&argc, &argv);
@@ -79,6 +86,12 @@ int main(int argc, char** argv) {
     const std::string config_text = read_text(layout.config());
     record_rank_node(layout, comm.rank(), comm.node_name());
     const RunSpec spec = parse_run_spec(parse_config_text(config_text, layout.config()), layout.config());
+    // A requeued job starts whatever runtime is installed then: one installed since the submission
+    // would continue the run with other code than it began with.
+    if (const std::optional<std::string> refusal = runtime_change_refusal(layout, runtime_version_text())) {
+      if (comm.rank() == 0) report("runtime changed", *refusal);
+      return exit_code::kBadConfig;
+    }
     return train(spec, config_text, layout, comm);
   } catch (const ConfigError& error) {
     // Every rank reads the same file, so every rank exits here; rank 0 alone says why.

@@ -51,4 +51,15 @@ std::string shell_quote(std::string_view value);
 // cannot be quoted).
 std::string render_batch_script(const JobSpec& job, const RenderInputs& inputs);
 
+// A follow-up step's job ([[then]], follow_up.h): `argv` run in the run directory on one node of
+// the job's partition, with the job's environment and setup lines, its log in logs/ as
+// then-<index>-<kind>-<job id>.out and its end in then/<index>.outcome.
+struct FollowUpJob {
+  std::string run_dir;  // absolute
+  int index = 0;
+  std::string kind;
+  std::vector<std::string> argv;
+};
+std::string render_follow_up_script(const JobSpec& job, const FollowUpJob& follow_up);
+
 }  // namespace trainctl

@@ -8,9 +8,10 @@
 #include "errors.h"
 #include "exit_codes.h"
 #include "local_ranks.h"
-#include "runs/local_runtime.h"
 #include "preflight.h"
+#include "runs/local_runtime.h"
 #include "runs/run_dir.h"
+#include "runs/submission.h"
 
 namespace trainctl {
 
@@ -20,6 +21,7 @@ void add_run_command(CLI::App& app) {
     std::string config, run_dir;
     int ranks = 1;
     bool resume = false;
+    bool allow_runtime_change = false;
   };
   auto options = std::make_shared<Options>();
   command->add_option("config", options->config, "TOML config")->type_name(path_kind::kConfig)->required();
@@ -27,6 +29,10 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::Range(1, 4096));
   command->add_option("--run-dir", options->run_dir, "run directory (default: runs/<job.name>)")->type_name(path_kind::kDirectory);
   command->add_flag("--resume", options->resume, "continue the run in an existing run directory");
+  command->add_flag("--allow-runtime-change", options->allow_runtime_change,
+                    "with --resume: continue the run under this trainctl-runtime even though it began under another "
+                    "version")
+      ->needs("--resume");
   const auto no_preflight = add_no_preflight_flag(*command);
   command->callback([options, no_preflight] {
     const Config config = load_config(options->config);
@@ -36,7 +42,9 @@ void add_run_command(CLI::App& app) {
                                    options->config));
     if (!*no_preflight) preflight_data(config);
     const RunDir run_dir = chosen_run_dir(options->run_dir, config.job.name);
+    const RunRecord record = new_run_record(config, run_dir, options->resume, options->allow_runtime_change);
     run_dir.prepare(run_files(config.table, config.path), options->resume);
+    save_run_record(run_dir, record);
 
     export_thread_counts(config.job);
     const std::optional<ProcessEnd> runtime_end =

@@ -64,9 +64,13 @@ void add_status_command(CLI::App& app) {
                  optional_text(status.val_loss), status_note(status));
     }
     for (const RunStatus& status : statuses) {
-      if (status.excluded_nodes.empty()) continue;
-      fmt::print("{}excluded nodes: {}\n", statuses.size() == 1 ? "" : shown_path(status.run_dir) + ": ",
-                 excluded_nodes_text(status.excluded_nodes));
+      const std::string prefix = statuses.size() == 1 ? "" : shown_path(status.run_dir) + ": ";
+      if (!status.excluded_nodes.empty())
+        fmt::print("{}excluded nodes: {}\n", prefix, excluded_nodes_text(status.excluded_nodes));
+      if (status.submission && status.submission->code && status.submission->code->commit)
+        fmt::print("{}code: {} at {}{}\n", prefix, status.submission->code->source, *status.submission->code->commit,
+                   status.submission->code->dirty ? " with uncommitted changes" : "");
+      if (!status.followers.empty()) fmt::print("{}then: {}\n", prefix, followers_text(status.followers));
     }
     if (!statuses.empty())
       fmt::print("{}\n", loss_plot_hint(statuses.size() == 1 ? shown_path(statuses.front().run_dir) : "RUN"));

@@ -1,6 +1,8 @@
 // trainctl submit CONFIG: creates the run directory and submits its batch script with sbatch;
 // a config with [sweep] becomes a sweep directory submitted as job arrays. Its data files
 // (preflight.h) and job.mem against the estimated memory (estimate/memory_estimate.h) are checked first.
+// The run directory gets run.json (the runtime's version, a [program]'s code snapshot in code/),
+// the job may wait for another (--after), and [[then]] steps follow it as jobs of their own.
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -11,8 +13,10 @@
 #include "atomic_file.h"
 #include "commands.h"
 #include "config_file.h"
-#include "runs/run_dir.h"
 #include "errors.h"
+#include "runs/code_snapshot.h"
+#include "runs/run_dir.h"
+#include "runs/submission.h"
 #include "estimate/memory_estimate.h"
 #include "preflight.h"
 #include "slurm_client.h"
@@ -42,9 +46,11 @@ void submit_sweep(const Config& config, const std::string& directory) {
 void add_submit_command(CLI::App& app) {
   auto* command = app.add_subcommand("submit", "create the run directory and submit the job to SLURM");
   struct Options {
-    std::string config, run_dir;
+    std::string config, run_dir, after;
     bool resume = false;
     bool forget_bad_nodes = false;
+    bool no_snapshot = false;
+    bool allow_runtime_change = false;
   };
   auto options = std::make_shared<Options>();
   command->add_option("config", options->config, "TOML config")->type_name(path_kind::kConfig)->required();
@@ -52,6 +58,16 @@ void add_submit_command(CLI::App& app) {
   command->add_flag("--resume", options->resume, "continue the run in an existing run directory");
   command->add_flag("--forget-bad-nodes", options->forget_bad_nodes,
                     "with --resume: let the run use again the nodes blamed for its earlier failures")
+      ->needs("--resume");
+  command->add_option("--after", options->after,
+                      "start once RUN (a run or sweep directory, or a job id) has completed (RUN or RUN:ok), or "
+                      "ended in any way (RUN:any); cancelled if it fails")
+      ->type_name("RUN[:ok|:any]");
+  command->add_flag("--no-snapshot", options->no_snapshot,
+                    "run a [program] from its files in place instead of a copy taken now");
+  command->add_flag("--allow-runtime-change", options->allow_runtime_change,
+                    "with --resume: continue the run under the installed trainctl-runtime even though it was "
+                    "submitted with another version")
       ->needs("--resume");
   const auto no_preflight = add_no_preflight_flag(*command);
   command->callback([options, no_preflight] {
@@ -62,25 +78,49 @@ void add_submit_command(CLI::App& app) {
       if (options->resume)
         throw UsageError("--resume continues one run; a sweep's failed tasks go again with `trainctl sweep resubmit "
                          "SWEEP --failed`");
+      if (!options->after.empty())
+        throw UsageError("--after waits for one job, and a sweep is submitted as job arrays that may wait for each "
+                         "other; submit the sweep once its predecessor has completed");
       submit_sweep(config, chosen_run_dir(options->run_dir, config.job.name).path());
       return;
     }
     const RunDir run_dir = chosen_run_dir(options->run_dir, config.job.name);
+    std::optional<Predecessor> predecessor;
+    if (!options->after.empty()) predecessor = parse_predecessor(options->after);
+    RunRecord record = new_run_record(config, run_dir, options->resume, options->allow_runtime_change);
+    record.after = predecessor;
+    // What the [program]'s copy will hold, checked against its size limit before anything is written.
+    std::optional<SnapshotPlan> snapshot;
+    if (config.program && !options->no_snapshot) snapshot = plan_code_snapshot(*config.program, absolute_program_workdir(config.table, std::filesystem::absolute(options->config).parent_path().string()));
     // A resumed run keeps away from the nodes that failed it before, unless told to forget them.
     std::vector<std::string> bad_nodes;
     if (options->resume && !options->forget_bad_nodes)
       for (const BlamedNode& blamed : run_dir.blamed_nodes()) bad_nodes.push_back(blamed.node);
     // Render first: a path that cannot go into the script must fail before anything is created.
     const std::string script = batch_script(config, run_dir, bad_nodes);
-    run_dir.prepare(run_files(config.table, config.path), options->resume);
+    if (snapshot) {
+      // The config the ranks read runs the program in the copy; where it came from is in run.json.
+      toml::table table = config.table;
+      table["program"].as_table()->insert_or_assign("workdir", snapshot_workdir(*snapshot, run_dir));
+      run_dir.prepare(run_files(table, config.path, fmt::format("program.workdir: the code snapshot of {}, taken at "
+                                                                "submit (run.json)",
+                                                                snapshot->record.workdir)),
+                      options->resume);
+      write_code_snapshot(*snapshot, run_dir);
+      record.code = snapshot->record;
+    } else {
+      run_dir.prepare(run_files(config.table, config.path), options->resume);
+    }
     if (options->forget_bad_nodes) std::filesystem::remove(run_dir.bad_nodes());
     if (!bad_nodes.empty()) fmt::print("excluding the nodes blamed before: {}\n", fmt::join(bad_nodes, ", "));
     write_file_atomically(run_dir.script(), script);
     chmod(run_dir.script().c_str(), 0755);
+    save_run_record(run_dir, record);
     ProcessRunner runner;
+    SlurmClient slurm(runner);
     std::string job_id;
     try {
-      job_id = SlurmClient(runner).submit(run_dir.script());
+      job_id = slurm.submit(run_dir.script(), predecessor ? dependency_options(*predecessor) : std::vector<std::string>{});
     } catch (const std::exception&) {
       // A new run that SLURM refused (a request no node can meet, say) leaves nothing behind, so
       // the corrected config submits as a new run again; a resumed run keeps its directory.
@@ -88,7 +128,22 @@ void add_submit_command(CLI::App& app) {
       throw;
     }
     write_file_atomically(run_dir.job_id_file(), job_id + "\n");
-    fmt::print("submitted job {}\nrun directory: {}\n", job_id, run_dir.path());
+    fmt::print("submitted job {}{}\nrun directory: {}\n", job_id,
+               predecessor ? fmt::format(", to start after job {} (after{})", predecessor->job, predecessor->condition)
+                           : "",
+               run_dir.path());
+    if (record.code)
+      fmt::print("code: {} files ({:.1f} MB) from {}{}\n", record.code->files,
+                 static_cast<double>(record.code->bytes) / (1024 * 1024), record.code->source,
+                 record.code->commit ? fmt::format(" at {}{}", record.code->commit->substr(0, 12),
+                                                   record.code->dirty ? " with uncommitted changes (code.diff)" : "")
+                                     : "");
+    if (!config.follow_ups.empty()) {
+      record.followers = submit_follow_ups(config, run_dir, job_id, slurm);
+      save_run_record(run_dir, record);
+      for (const Follower& follower : record.followers)
+        fmt::print("then: {} as job {}\n", follower.kind, follower.job);
+    }
   });
 }
 

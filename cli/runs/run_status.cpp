@@ -52,8 +52,26 @@ std::string status_note(const RunStatus& status) {
   if (!status.outcome.empty() && status.outcome != run_file::kOutcomeRunning) parts.push_back(status.outcome);
   if (status.stopped_early_at) parts.push_back(fmt::format("stopped early at step {}", *status.stopped_early_at));
   parts.insert(parts.end(), status.requeue_reasons.begin(), status.requeue_reasons.end());
+  if (parts.empty() && status.submission && status.submission->after) {
+    // A job that never started because it waits, or waited, for another.
+    const Predecessor& after = *status.submission->after;
+    const std::string which = after.run.empty() ? fmt::format("job {}", after.job) : fmt::format("{} (job {})", after.run, after.job);
+    if (status.state == "PENDING")
+      return fmt::format("waits for {} to {} (after{})", which, after.condition == "ok" ? "complete" : "end", after.condition);
+    if (!status.predecessor_end.empty())
+      return fmt::format("cancelled: {} ended {}, and --after {} needed it to {}", which, status.predecessor_end,
+                         after.condition, after.condition == "ok" ? "complete" : "end");
+  }
   if (parts.empty()) return status.reason;
   return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+std::string followers_text(const std::vector<RunStatus::FollowerState>& followers) {
+  std::vector<std::string> parts;
+  for (const RunStatus::FollowerState& state : followers)
+    parts.push_back(fmt::format("{} job {} {}{}", state.follower.kind, state.follower.job, state.state,
+                                state.reason.empty() ? "" : fmt::format(" ({})", state.reason)));
+  return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 std::string excluded_nodes_text(const std::vector<BlamedNode>& nodes) {
@@ -79,6 +97,7 @@ RunStatus read_run_record(const RunDir& run_dir) {
   status.restarts = read_count(run_dir.requeue_count());
   read_metrics(run_dir.metrics(), status);
   status.excluded_nodes = run_dir.blamed_nodes();
+  status.submission = load_run_record(run_dir);
   return status;
 }
 
@@ -99,17 +118,58 @@ void settle_state(RunStatus& status, const std::optional<SlurmView>& slurm) {
     status.state = status.job_id.empty() ? "LOCAL" : "UNKNOWN";
 }
 
+namespace {
+std::optional<SlurmView> slurm_view(SlurmClient& slurm, const std::string& job_id, std::string& reason) {
+  if (job_id.empty()) return std::nullopt;
+  try {
+    if (std::optional<JobInfo> job = slurm.job(job_id)) return SlurmView{job->state, job->reason, job->restart_count};
+  } catch (const SlurmError&) {
+    reason = "SLURM is not reachable";
+  }
+  return std::nullopt;
+}
+
+// A follow-up job's state: SLURM's while it is queued or running, else how its script said it
+// ended, else how SLURM saw it end (cancelled before it started: its training did not complete).
+RunStatus::FollowerState follower_state(const RunDir& run_dir, const Follower& follower, SlurmClient& slurm) {
+  RunStatus::FollowerState state{follower, "UNKNOWN", ""};
+  const std::optional<SlurmView> view = slurm_view(slurm, follower.job, state.reason);
+  const std::string outcome = read_first_line(run_dir.follower_outcome(follower.index)).value_or("");
+  if (view && is_active_state(view->state)) {
+    state.state = view->state;
+    state.reason = view->reason == "None" ? "" : view->reason;
+  } else if (outcome == "completed") {
+    state.state = "COMPLETED";
+  } else if (outcome.starts_with("failed")) {
+    state.state = "FAILED";
+    state.reason = outcome;
+  } else if (view) {
+    state.state = view->state;
+    state.reason = view->reason == "None" ? "" : view->reason;
+  }
+  return state;
+}
+}  // namespace
+
 RunStatus read_run_status(const RunDir& run_dir, SlurmClient& slurm) {
   RunStatus status = read_run_record(run_dir);
-  std::optional<SlurmView> view;
-  if (!status.job_id.empty()) {
-    try {
-      if (std::optional<JobInfo> job = slurm.job(status.job_id)) view = SlurmView{job->state, job->reason, job->restart_count};
-    } catch (const SlurmError&) {
-      status.reason = "SLURM is not reachable";
-    }
-  }
+  const std::optional<SlurmView> view = slurm_view(slurm, status.job_id, status.reason);
   settle_state(status, view);
+  if (!status.submission) return status;
+  for (const Follower& follower : status.submission->followers)
+    status.followers.push_back(follower_state(run_dir, follower, slurm));
+  // A job cancelled because its predecessor did not end as it had to never wrote an outcome.
+  const std::optional<Predecessor>& after = status.submission->after;
+  if (after && status.outcome.empty() && !is_active_state(status.state)) {
+    std::string unused;
+    if (!after->run.empty() && RunDir(after->run).exists()) {
+      const RunStatus predecessor = read_run_status(RunDir(after->run), slurm);
+      status.predecessor_end = predecessor.state + (predecessor.outcome.empty() ? "" : ": " + predecessor.outcome);
+    } else if (const std::optional<SlurmView> predecessor = slurm_view(slurm, after->job, unused)) {
+      status.predecessor_end = predecessor->state;
+    }
+    if (status.state == "UNKNOWN") status.state = "CANCELLED";
+  }
   return status;
 }
 
@@ -130,6 +190,18 @@ Json& add_run_status(Json& record, const RunStatus& status) {
     Json nodes = Json::array();
     for (const BlamedNode& blamed : status.excluded_nodes) nodes.push_back({{"node", blamed.node}, {"reason", blamed.reason}});
     record["excluded_nodes"] = nodes;
+  }
+  if (status.submission) {
+    const Json submission = run_record_json(*status.submission);
+    for (const char* key : {"trainctl_version", "runtime_version", "code", "after"})
+      if (submission.contains(key)) record[key] = submission[key];
+  }
+  if (!status.followers.empty()) {
+    Json followers = Json::array();
+    for (const RunStatus::FollowerState& state : status.followers)
+      followers.push_back({{"index", state.follower.index}, {"kind", state.follower.kind}, {"job", state.follower.job},
+                           {"state", state.state}, {"reason", state.reason}});
+    record["then"] = followers;
   }
   return record;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "json.h"
+#include "run_record.h"
 #include "runs/run_dir.h"
 #include "slurm_client.h"
 
@@ -30,7 +31,20 @@ struct RunStatus {
   std::vector<std::string> requeue_reasons;
   // Nodes blamed for its failures, which its requeues exclude.
   std::vector<BlamedNode> excluded_nodes;
+  // run.json: the code snapshot, the job it waits for, its follow-up jobs.
+  std::optional<RunRecord> submission;
+  // How its predecessor (--after) ended, once it has: its state, then its outcome.
+  std::string predecessor_end;
+  struct FollowerState {
+    Follower follower;
+    std::string state;   // SLURM's while it is known there and active, else its then/N.outcome
+    std::string reason;  // SLURM's reason while pending
+  };
+  std::vector<FollowerState> followers;
 };
+
+// "export job 12 COMPLETED, evaluate job 13 PENDING (Dependency)".
+std::string followers_text(const std::vector<RunStatus::FollowerState>& followers);
 
 // "n1 (hung: ...), n2 (node check: ...)".
 std::string excluded_nodes_text(const std::vector<BlamedNode>& nodes);
