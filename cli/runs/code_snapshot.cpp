@@ -11,6 +11,7 @@
 #include "atomic_file.h"
 #include "child_process.h"
 #include "errors.h"
+#include "sweeps/sweep_dir.h"
 
 namespace trainctl {
 
@@ -101,6 +102,13 @@ void git_plan(SnapshotPlan& plan, const ProgramSpec& program, const std::string&
   }
 }
 
+// A run or sweep directory below the workdir (runs/ beside the config, by default) holds what
+// jobs wrote, not code: this run's own directory among them.
+bool holds_trainctl_output(const fs::path& dir) {
+  const RunLayout run(dir.string());
+  return (fs::exists(run.config()) && fs::exists(run.metrics())) || SweepDir(dir.string()).exists();
+}
+
 void files_plan(SnapshotPlan& plan, const ProgramSpec& program, const std::string& workdir) {
   plan.record.source = workdir;
   const std::vector<std::string> patterns = program.snapshot_include.value_or(std::vector<std::string>{"*"});
@@ -108,7 +116,10 @@ void files_plan(SnapshotPlan& plan, const ProgramSpec& program, const std::strin
   for (auto entry = fs::recursive_directory_iterator(workdir, fs::directory_options::skip_permission_denied, error);
        entry != fs::recursive_directory_iterator(); entry.increment(error)) {
     if (error) throw UsageError(fmt::format("program snapshot: cannot read {}: {}", workdir, error.message()));
-    if (entry->is_directory(error) && !entry->is_symlink()) continue;
+    if (entry->is_directory(error) && !entry->is_symlink()) {
+      if (holds_trainctl_output(entry->path())) entry.disable_recursion_pending();
+      continue;
+    }
     const std::string relative = entry->path().lexically_relative(workdir).string();
     if (included(relative, patterns)) plan.files.push_back(relative);
   }
