@@ -47,6 +47,7 @@ void add_ckpt_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_sample_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
 void add_estimate_command(CLI::App& app);
 void add_plot_command(CLI::App& app);
 

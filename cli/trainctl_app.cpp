@@ -26,6 +26,7 @@ std::unique_ptr<CLI::App> make_trainctl_app() {
   add_sweep_command(*app);
   add_export_command(*app);
   add_sample_command(*app);
+  add_eval_command(*app);
   add_estimate_command(*app);
   add_plot_command(*app);
   return app;

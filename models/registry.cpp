@@ -45,4 +45,12 @@ std::unique_ptr<Model> build_model(const ModelSpec& spec, const Device& device, 
   return model_kind(spec).build(spec, device, options);
 }
 
+std::unique_ptr<BatchSource> open_model_data(const ModelSpec& spec, const char* key, const std::string& path) {
+  try {
+    return model_kind(spec).open_data(path, spec);
+  } catch (const BadInput& error) {
+    throw BadInput(fmt::format("data.{}: {}", key, error.what()));
+  }
+}
+
 }  // namespace trainctl

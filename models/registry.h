@@ -42,4 +42,8 @@ std::vector<ParameterSlice> parameter_layout(const ModelSpec& spec);
 // Builds the model of `spec` on `device` (require_op_families first).
 std::unique_ptr<Model> build_model(const ModelSpec& spec, const Device& device, const ModelOptions& options);
 
+// Opens `path`, the config's data.`key` ("train" or "val"), as the data of a model of `spec`;
+// throws BadInput naming the key, the file and the problem.
+std::unique_ptr<BatchSource> open_model_data(const ModelSpec& spec, const char* key, const std::string& path);
+
 }  // namespace trainctl

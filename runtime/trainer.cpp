@@ -18,6 +18,7 @@
 #include "device_activity_log.h"
 #include "device_binding.h"
 #include "early_stopping.h"
+#include "evaluation.h"
 #include "exit_codes.h"
 #include "gpt2_tokenizer.h"
 #include "grad_sync.h"
@@ -40,14 +41,6 @@ namespace trainctl {
 
 namespace {
 
-std::unique_ptr<BatchSource> open_data(const RunSpec& spec, const char* key, const std::string& path) {
-  try {
-    return model_kind(spec.model).open_data(path, spec.model);
-  } catch (const BadInput& error) {
-    throw BadInput(fmt::format("data.{}: {}", key, error.what()));
-  }
-}
-
 class Run {
  public:
   // Sets up this rank by itself: no collective call, so that train() can agree on its failures.
@@ -57,8 +50,8 @@ class Run {
         comm_(comm),
         device_(device),
         global_batch_(spec.train.micro_batch * spec.train.grad_accum * comm.world_size()),
-        train_data_(open_data(spec, "train", spec.data.train)),
-        val_data_(spec.data.val ? open_data(spec, "val", *spec.data.val) : nullptr),
+        train_data_(open_model_data(spec.model, "train", spec.data.train)),
+        val_data_(spec.data.val ? open_model_data(spec.model, "val", *spec.data.val) : nullptr),
         sampler_(make_sampler()),
         model_(build_model(spec.model, device_,
                            {spec.train.micro_batch, spec.train.precision, spec.train.recompute, Stream{}})),
@@ -312,26 +305,15 @@ class Run {
   bool evaluate(int64_t step) {
     enter(Phase::kEval, step);
     if (comm_.rank() == 0) test_pause_point(layout_.path(), "eval", step);
-    // Each rank scores a contiguous share of the validation set; the sums are combined.
     const int64_t examples = val_data_->examples();
-    const int64_t begin = examples * comm_.rank() / comm_.world_size();
-    const int64_t end = examples * (comm_.rank() + 1) / comm_.world_size();
-    // The micro-batches' sums accumulate on the device; the host reads them once.
-    device_.memory.fill_zero(Stream{}, eval_totals_.get(), sizeof(BatchResult));
-    std::vector<int32_t> indices;
-    for (int64_t first = begin; first < end; first += spec_.train.micro_batch) {
-      indices.resize(static_cast<size_t>(std::min(spec_.train.micro_batch, end - first)));
-      for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int32_t>(first + static_cast<int64_t>(i));
-      val_data_->gather(indices, batch_);
-      model_->evaluate_into(batch_, eval_totals_.get());
-    }
-    BatchResult result;
-    device_.memory.download(Stream{}, &result, eval_totals_.get(), sizeof(result));
+    const BatchResult result =
+        evaluate_examples(*model_, *val_data_, rank_share(examples, comm_.rank(), comm_.world_size()),
+                          spec_.train.micro_batch, batch_, eval_totals_.get());
     std::array<double, 2> totals{result.loss_sum, static_cast<double>(result.correct)};
     comm_.allreduce_sum(totals.data(), totals.size());
-    const auto terms = static_cast<double>(examples * model_->loss_terms_per_example());
-    last_val_loss_ = totals[0] / terms;
-    metrics_.log_eval(step, last_val_loss_, totals[1] / terms);
+    const ValidationScore score = validation_score(totals[0], totals[1], examples, *model_);
+    last_val_loss_ = score.loss;
+    metrics_.log_eval(step, score.loss, score.accuracy);
     return record_evaluation(best_, step, last_val_loss_, spec_.train.early_stop);
   }
 

@@ -9,7 +9,7 @@
 #include "checkpoint_directory.h"
 #include "commands.h"
 #include "errors.h"
-#include "run_layout.h"
+#include "runs/stored_checkpoint.h"
 
 namespace trainctl {
 
@@ -18,8 +18,7 @@ namespace {
 // A run directory, its checkpoints/ folder, or one checkpoint (a file or a sharded step directory).
 std::vector<CheckpointEntry> checkpoints_at(const std::string& path) {
   if (is_one_checkpoint(path)) return {{path, 0}};
-  const std::string run_checkpoints = RunLayout(path).checkpoints();
-  const std::string folder = std::filesystem::is_directory(run_checkpoints) ? run_checkpoints : path;
+  const std::string folder = checkpoint_folder(path);
   if (!std::filesystem::is_directory(folder)) throw UsageError(fmt::format("{} does not exist", path));
   return list_checkpoints(folder);
 }

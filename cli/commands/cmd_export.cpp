@@ -30,16 +30,16 @@ void add_export_command(CLI::App& app) {
   command->callback([options] {
     const StoredCheckpoint stored = load_stored_checkpoint(options->path);
     const Checkpoint& checkpoint = stored.checkpoint;
-    match_tensors(checkpoint.model, parameter_layout(stored.model), TensorMatch::kCheckpoint,
+    match_tensors(checkpoint.model, parameter_layout(stored.spec.model), TensorMatch::kCheckpoint,
                   fmt::format("checkpoint {}", stored.path));
     std::filesystem::create_directories(options->out);
     const std::string tensors_path = options->out + "/model.safetensors";
     const std::string config_path = options->out + "/config.json";
     write_safetensors(tensors_path, checkpoint.model);
-    const nlohmann::json config = model_kind(stored.model).export_config(stored.model);
+    const nlohmann::json config = model_kind(stored.spec.model).export_config(stored.spec.model);
     write_file_atomically(config_path, config.dump(2) + "\n");
     fmt::print("exported {} (step {}, model {}): {} ({} tensors), {}\n", stored.path, checkpoint.meta.step,
-               stored.model.kind(), tensors_path, checkpoint.model.size(), config_path);
+               stored.spec.model.kind(), tensors_path, checkpoint.model.size(), config_path);
   });
 }
 

@@ -18,8 +18,6 @@
 #include "commands.h"
 #include "errors.h"
 #include "gpt2_tokenizer.h"
-#include "named_tensors.h"
-#include "registry.h"
 #include "rng.h"
 #include "runs/stored_checkpoint.h"
 
@@ -38,15 +36,11 @@ struct SampleOptions {
 };
 
 std::unique_ptr<LanguageModel> load_language_model(const StoredCheckpoint& stored) {
-  std::unique_ptr<Model> model = build_model(stored.model, cpu_device(), ModelOptions{});
+  std::unique_ptr<Model> model = load_model_on_cpu(stored, ModelOptions{});
   auto* language_model = dynamic_cast<LanguageModel*>(model.get());
   if (language_model == nullptr)
     throw BadInput(fmt::format("{} holds model.kind = {}; sample needs a language model", stored.path,
-                               stored.model.kind()));
-  const std::vector<float> parameters =
-      flatten_tensors(stored.checkpoint.model, model->parameter_layout(), TensorMatch::kCheckpoint,
-                      fmt::format("checkpoint {}", stored.path));
-  model->device().memory.upload(Stream{}, model->parameters(), parameters.data(), parameters.size() * sizeof(float));
+                               stored.spec.model.kind()));
   model.release();
   return std::unique_ptr<LanguageModel>(language_model);
 }
