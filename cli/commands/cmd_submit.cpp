@@ -128,10 +128,8 @@ void add_submit_command(CLI::App& app) {
       throw;
     }
     write_file_atomically(run_dir.job_id_file(), job_id + "\n");
-    fmt::print("submitted job {}{}\nrun directory: {}\n", job_id,
-               predecessor ? fmt::format(", to start after job {} (after{})", predecessor->job, predecessor->condition)
-                           : "",
-               run_dir.path());
+    fmt::print("submitted job {}\nrun directory: {}\n", job_id, run_dir.path());
+    if (predecessor) fmt::print("waits for job {} (after{})\n", predecessor->job, predecessor->condition);
     if (record.code)
       fmt::print("code: {} files ({:.1f} MB) from {}{}\n", record.code->files,
                  static_cast<double>(record.code->bytes) / (1024 * 1024), record.code->source,
