@@ -25,9 +25,34 @@
 namespace trainctl {
 
 namespace {
-void submit_sweep(const Config& config, const std::string& directory) {
+// What a [program]'s code snapshot will take, checked against its size limit before anything is
+// written; nothing for the built-in runtime, snapshot = "none" or --no-snapshot.
+std::optional<SnapshotPlan> plan_snapshot(const Config& config, bool no_snapshot) {
+  if (!config.program || no_snapshot) return std::nullopt;
+  return plan_code_snapshot(*config.program,
+                            absolute_program_workdir(config.table,
+                                                     std::filesystem::absolute(config.path).parent_path().string()));
+}
+
+// `config` with the program run from the snapshot's copy in `run` (a run or a sweep directory);
+// where it came from is in run.json.
+Config frozen_config(const Config& config, const SnapshotPlan& snapshot, const RunLayout& run) {
+  Config frozen = config;
+  frozen.table["program"].as_table()->insert_or_assign("workdir", snapshot_workdir(snapshot, run));
+  return frozen;
+}
+
+std::string frozen_note(const SnapshotPlan& snapshot) {
+  return fmt::format("program.workdir: the code snapshot of {}, taken at submit (run.json)", snapshot.record.workdir);
+}
+
+void submit_sweep(const Config& config, const std::string& directory, bool no_snapshot) {
   const SweepDir sweep(directory);
-  SweepPlan plan = plan_sweep(config);
+  const std::optional<SnapshotPlan> snapshot = plan_snapshot(config, no_snapshot);
+  if (snapshot && std::ranges::count(config.sweep->paths(), "program.workdir") > 0)
+    throw UsageError("the sweep varies program.workdir, so its tasks run code from several folders, which one "
+                     "snapshot cannot hold; pass --no-snapshot to run each in place");
+  SweepPlan plan = plan_sweep(snapshot ? frozen_config(config, *snapshot, RunLayout(sweep.path())) : config);
   ProcessRunner runner;
   SlurmClient slurm(runner);
   std::vector<int64_t> tasks;
@@ -36,7 +61,13 @@ void submit_sweep(const Config& config, const std::string& directory) {
   const std::vector<ArrayScript> scripts =
       sweep_scripts(config.job, rank_command(config.table), sweep, tasks, plan.manifest.max_parallel,
                     slurm.max_array_size());
+  RunRecord record = new_run_record(config, sweep.task(0), /*resume=*/false, /*allow_runtime_change=*/false);
   create_sweep_dir(sweep, config, plan);
+  if (snapshot) {
+    write_code_snapshot(*snapshot, RunLayout(sweep.path()));
+    record.code = snapshot->record;
+  }
+  for (int64_t task : tasks) save_run_record(sweep.task(task), record);
   const std::vector<std::string> job_ids = submit_arrays(sweep, plan.manifest, scripts, "submit", slurm);
   fmt::print("submitted sweep of {} tasks as job {}\nsweep directory: {}\n", tasks.size(), fmt::join(job_ids, ", "),
              sweep.path());
@@ -81,7 +112,7 @@ void add_submit_command(CLI::App& app) {
       if (!options->after.empty())
         throw UsageError("--after waits for one job, and a sweep is submitted as job arrays that may wait for each "
                          "other; submit the sweep once its predecessor has completed");
-      submit_sweep(config, chosen_run_dir(options->run_dir, config.job.name).path());
+      submit_sweep(config, chosen_run_dir(options->run_dir, config.job.name).path(), options->no_snapshot);
       return;
     }
     const RunDir run_dir = chosen_run_dir(options->run_dir, config.job.name);
@@ -89,9 +120,7 @@ void add_submit_command(CLI::App& app) {
     if (!options->after.empty()) predecessor = parse_predecessor(options->after);
     RunRecord record = new_run_record(config, run_dir, options->resume, options->allow_runtime_change);
     record.after = predecessor;
-    // What the [program]'s copy will hold, checked against its size limit before anything is written.
-    std::optional<SnapshotPlan> snapshot;
-    if (config.program && !options->no_snapshot) snapshot = plan_code_snapshot(*config.program, absolute_program_workdir(config.table, std::filesystem::absolute(options->config).parent_path().string()));
+    const std::optional<SnapshotPlan> snapshot = plan_snapshot(config, options->no_snapshot);
     // A resumed run keeps away from the nodes that failed it before, unless told to forget them.
     std::vector<std::string> bad_nodes;
     if (options->resume && !options->forget_bad_nodes)
@@ -99,12 +128,7 @@ void add_submit_command(CLI::App& app) {
     // Render first: a path that cannot go into the script must fail before anything is created.
     const std::string script = batch_script(config, run_dir, bad_nodes);
     if (snapshot) {
-      // The config the ranks read runs the program in the copy; where it came from is in run.json.
-      toml::table table = config.table;
-      table["program"].as_table()->insert_or_assign("workdir", snapshot_workdir(*snapshot, run_dir));
-      run_dir.prepare(run_files(table, config.path, fmt::format("program.workdir: the code snapshot of {}, taken at "
-                                                                "submit (run.json)",
-                                                                snapshot->record.workdir)),
+      run_dir.prepare(run_files(frozen_config(config, *snapshot, run_dir).table, config.path, frozen_note(*snapshot)),
                       options->resume);
       write_code_snapshot(*snapshot, run_dir);
       record.code = snapshot->record;
