@@ -49,6 +49,7 @@ void add_export_command(CLI::App& app);
 void add_sample_command(CLI::App& app);
 void add_estimate_command(CLI::App& app);
 void add_plot_command(CLI::App& app);
+void add_notify_command(CLI::App& app);
 
 // The batch script of `config` for `run_dir` (render shows it, submit submits it), excluding
 // `excluded_nodes` beside job.exclude.
