@@ -59,6 +59,10 @@ std::string batch_script(const Config& config, const RunDir& run_dir, const std:
 // else trainctl-runtime.
 RankCommand rank_command(const toml::table& config);
 
+// For a config (its table) with [notify]: this trainctl, which the batch script runs as
+// `trainctl notify` (RenderInputs::notifier); nullopt without one.
+std::optional<std::string> notifier_executable(const toml::table& config);
+
 // trainctl-runtime: $TRAINCTL_RUNTIME, else next to this executable (installed: the prefix's bin/,
 // wherever that is), else in the build tree's runtime/ beside cli/. (trainctl-launch likewise:
 // $TRAINCTL_LAUNCH, or program/.) Never looked up on PATH.

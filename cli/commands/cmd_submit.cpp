@@ -30,8 +30,8 @@ void submit_sweep(const Config& config, const std::string& directory) {
   for (const SweepTask& task : plan.manifest.tasks) tasks.push_back(task.index);
   // Render first: a path that cannot go into the script must fail before anything is created.
   const std::vector<ArrayScript> scripts =
-      sweep_scripts(config.job, rank_command(config.table), sweep, tasks, plan.manifest.max_parallel,
-                    slurm.max_array_size());
+      sweep_scripts(config.job, rank_command(config.table), notifier_executable(config.table), sweep, tasks,
+                    plan.manifest.max_parallel, slurm.max_array_size());
   create_sweep_dir(sweep, config, plan);
   const std::vector<std::string> job_ids = submit_arrays(sweep, plan.manifest, scripts, "submit", slurm);
   fmt::print("submitted sweep of {} tasks as job {}\nsweep directory: {}\n", tasks.size(), fmt::join(job_ids, ", "),
