@@ -50,6 +50,7 @@ void add_sample_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_estimate_command(CLI::App& app);
 void add_plot_command(CLI::App& app);
+void add_notify_command(CLI::App& app);
 
 // The batch script of `config` for `run_dir` (render shows it, submit submits it), excluding
 // `excluded_nodes` beside job.exclude.
@@ -58,6 +59,10 @@ std::string batch_script(const Config& config, const RunDir& run_dir, const std:
 // What srun starts on every slot for a config (its table): trainctl-launch for a [program],
 // else trainctl-runtime.
 RankCommand rank_command(const toml::table& config);
+
+// For a config (its table) with [notify]: this trainctl, which the batch script runs as
+// `trainctl notify` (RenderInputs::notifier); nullopt without one.
+std::optional<std::string> notifier_executable(const toml::table& config);
 
 // trainctl-runtime: $TRAINCTL_RUNTIME, else next to this executable (installed: the prefix's bin/,
 // wherever that is), else in the build tree's runtime/ beside cli/. (trainctl-launch likewise:

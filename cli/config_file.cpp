@@ -15,8 +15,8 @@ namespace trainctl {
 
 namespace {
 const std::vector<std::string> kTrainingTables{"model", "data", "train", "checkpoint", "metrics"};
-const std::vector<std::string> kTopLevelTables{"job",     "model",  "data",   "train", "checkpoint",
-                                               "metrics", "program", "params", "sweep", "then"};
+const std::vector<std::string> kTopLevelTables{"job",     "model",   "data",   "train", "checkpoint",
+                                               "metrics", "program", "params", "sweep", "notify", "then"};
 // Samples per optimizer step over all ranks; with train.steps <= 1e9 the samples of a run fit int64.
 constexpr int64_t kMaxGlobalBatch = int64_t{1} << 32;
 
@@ -40,6 +40,7 @@ void reject_unknown_tables(const toml::table& table, const std::string& path) {
 
 struct Specs {
   JobSpec job;
+  std::optional<NotifySpec> notify;
   std::optional<RunSpec> run;
   std::optional<ProgramSpec> program;
   std::vector<FollowUpStep> follow_ups;
@@ -80,9 +81,10 @@ void reject_checkpoint_follow_ups(const toml::table& table, const std::string& f
                                     steps[index].kind));
 }
 
-// [job] and either [program] or the training tables, and what they must agree on.
+// [job], [notify], [[then]] and either [program] or the training tables, and what they must agree on.
 Specs read_specs(const toml::table& table, const std::string& file) {
-  Specs specs{parse_job_spec(table, file), std::nullopt, std::nullopt, parse_follow_ups(table, file)};
+  Specs specs{parse_job_spec(table, file), parse_notify_spec(table, file), std::nullopt, std::nullopt,
+              parse_follow_ups(table, file)};
   if (has_program(table)) {
     reject_training_tables(table, file);
     specs.program = parse_program_spec(table, file);
@@ -130,6 +132,7 @@ Config load_config(const std::string& path) {
   reject_unknown_tables(config.table, path);
   Specs specs = read_specs(config.table, path);
   config.job = std::move(specs.job);
+  config.notify = std::move(specs.notify);
   config.run = std::move(specs.run);
   config.program = std::move(specs.program);
   config.follow_ups = std::move(specs.follow_ups);

@@ -1,6 +1,6 @@
-// A whole trainctl config: parsed once, each table handed to its owner ([job] to slurm/, the
-// training tables to common/train_spec.h, [program] and [params] to program/), unknown
-// top-level tables reported with a suggestion.
+// A whole trainctl config: parsed once, each table handed to its owner ([job] and [notify] to
+// slurm/, the training tables to common/train_spec.h, [program] and [params] to program/),
+// unknown top-level tables reported with a suggestion.
 #pragma once
 
 #include <string>
@@ -9,6 +9,7 @@
 
 #include "follow_up.h"
 #include "job_spec.h"
+#include "notify_spec.h"
 #include "runs/run_dir.h"
 #include "program_spec.h"
 #include "sweeps/sweep.h"
@@ -26,6 +27,7 @@ struct Config {
   std::optional<ProgramSpec> program;
   std::optional<SweepSpec> sweep;  // [sweep]: submit makes a job array of the tasks
   std::vector<FollowUpStep> follow_ups;  // [[then]]: jobs that run once the training completed
+  std::optional<NotifySpec> notify;  // [notify]: the batch script sends its events
 };
 
 // Throws ConfigError (exit 2) for any problem, naming file:line:col and the key.

@@ -1,4 +1,5 @@
-// Where trainctl-runtime and trainctl-launch are: see commands.h.
+// Where trainctl-runtime and trainctl-launch are, and trainctl itself for the batch script: see
+// commands.h.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -27,6 +28,11 @@ std::string runtime_executable() { return companion_executable("trainctl-runtime
 RankCommand rank_command(const toml::table& config) {
   if (has_program(config)) return {companion_executable("trainctl-launch", "TRAINCTL_LAUNCH", "program"), true};
   return {runtime_executable(), false};
+}
+
+std::optional<std::string> notifier_executable(const toml::table& config) {
+  if (!config.contains("notify")) return std::nullopt;
+  return std::filesystem::read_symlink("/proc/self/exe").string();
 }
 
 }  // namespace trainctl

@@ -29,6 +29,7 @@ std::unique_ptr<CLI::App> make_trainctl_app() {
   add_eval_command(*app);
   add_estimate_command(*app);
   add_plot_command(*app);
+  add_notify_command(*app);
   return app;
 }
 

@@ -239,8 +239,8 @@ Child start(const Command& command) {
   if (!command.workdir.empty()) plan.workdir = command.workdir.c_str();
   plan.placement = command.placement;
   FileDescriptor input, output;
-  if (command.placement.stdin_from_null) {
-    input = open_file("/dev/null", O_RDONLY);
+  if (!command.input_file.empty() || command.placement.stdin_from_null) {
+    input = open_file(command.input_file.empty() ? "/dev/null" : command.input_file, O_RDONLY);
     plan.stdin_fd = input.get();
   }
   if (!command.output_file.empty()) {

@@ -57,6 +57,7 @@ struct Command {
   std::optional<std::vector<std::string>> environment{};  // "NAME=value" entries; unset: this process's
   std::string workdir{};                                  // empty: this process's
   std::string output_file{};  // stdout and stderr are written to it (truncated first); empty: inherited
+  std::string input_file{};   // stdin is read from it; empty: as placement says
   ChildPlacement placement{};
 };
 

@@ -15,6 +15,7 @@ packages=(
   libcairo2-dev fonts-dejavu-core  # trainctl plot: cairo draws the charts, in DejaVu Sans (found by fontconfig)
   slurm-wlm munge
   procps  # pgrep: the cluster script and the tests watch daemons with it; minimal systems lack it
+  curl  # trainctl notify posts [notify] webhooks with it
   python3 python3-torch python3-h5py
   clang libclang-rt-14-dev  # libFuzzer and the sanitizers: scripts/fuzz.sh, the fuzz test
   prometheus  # promtool: the tests check the [metrics] prometheus textfile with it

@@ -38,10 +38,19 @@ master_addr=$(scontrol show node -o "$master_node" 2>/dev/null | sed -n 's/.* No
 export TRAINCTL_MASTER_ADDR="${master_addr:-$master_node}"
 )bash";
 
+// [notify]: each event is told by `trainctl notify`, which reads where to send it, and whether
+// to, from the run's config.toml: nothing of [notify] is in this script. Its output goes to the
+// job's log, and a notification that fails never fails the job.
+constexpr std::string_view kNotifySection = R"bash(notify() {
+  "$notifier" notify "$run_dir" --event "$1" --job "$requeue_target" || true
+}
+)bash";
+constexpr std::string_view kNoNotifySection = "notify() { :; }  # the config has no [notify]\n";
+
 // Fixed text, so no config value can reach it unquoted: it only reads the shell variables set
 // in front of it (rank_executable, ranks_run, max_requeues, hang_timeout, hang_report_wait,
 // max_excluded_nodes, user_exclude, saved_requeue_code, bad_node_code, those of kJobSection, and
-// the file variables of run_file_section).
+// the file variables of run_file_section) and calls notify EVENT.
 constexpr std::string_view kRunSection = R"bash(if [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then
   # An array task keeps its job id and its log in its own run directory, as a single job does.
   echo "$requeue_target" > "$job_id_file"
@@ -64,6 +73,13 @@ read_count() {
 record_outcome() {
   { echo "$1"; grep '^requeued' "$outcome_file" 2>/dev/null; } > "$outcome_file.new"
   mv -f "$outcome_file.new" "$outcome_file"
+}
+# finish OUTCOME CODE: the end of this run of the script, recorded, told (as "completed", or else
+# "failed") and returned as the script's exit code.
+finish() {
+  record_outcome "$1"
+  if [ "$1" = completed ]; then notify completed; else notify failed; fi
+  exit "$2"
 }
 
 # Bad nodes: bad.nodes holds a line "NODE<tab>REASON" for each failure a node was blamed for (by
@@ -177,6 +193,7 @@ start_step=$(read_count "$progress_file")
 # requeued the job (a node failure). The nodes it ran on that SLURM now holds down are blamed.
 if [ "$(head -n 1 "$outcome_file" 2>/dev/null)" = running ]; then
   record_outcome "requeued: by SLURM at step $start_step (the run before ended without the batch script's word)"
+  notify requeued
   previous_nodes=$(cat "$nodes_file" 2>/dev/null)
   if [ -n "$previous_nodes" ]; then
     sinfo -h -N -n "$previous_nodes" -t down,drain,fail,no_respond -o '%N %T' 2>/dev/null | sort -u |
@@ -214,13 +231,11 @@ fi
 # down).
 if [ "$rc" -eq 0 ] && [ -f "$completed_file" ]; then
   echo "trainctl: training complete"
-  record_outcome "completed"
-  exit 0
+  finish completed 0
 fi
 if [ "$rc" -eq 0 ]; then
   echo "trainctl: srun exited 0 but the $ranks_run did not record completion; failing the job"
-  record_outcome "failed: incomplete"
-  exit 1
+  finish "failed: incomplete" 1
 fi
 # The failure taxonomy. The ranks' own codes 1 and 2 (and any other below 128 but 75 and 76) are
 # the user's to fix: requeuing would fail again. srun exits 128 + N when a rank was killed by
@@ -238,6 +253,7 @@ if [ -n "$hung_at" ]; then
     [ "$hung_node" = "?" ] ||
       blame_node "$hung_node" "hung: rank $hung_rank did not reach the $hung_collective of step $hung_step"
   fi
+  notify hung
 elif [ "$rc" -eq "$bad_node_code" ] || [ -n "$checked_bad" ]; then
   # A rank whose check's collective timed out exits 76 and srun kills the hung one, so srun's code
   # may be that signal's: the check's blames decide.
@@ -266,8 +282,7 @@ elif [ "$rc" -eq "$saved_requeue_code" ]; then
   ending="saved at step $end_step"
 else
   echo "trainctl: $ranks_run failed with exit code $rc"
-  record_outcome "failed: exit $rc"
-  exit "$rc"
+  finish "failed: exit $rc" "$rc"
 fi
 
 # Requeue, unless the job has been requeued too often, keeps ending before it completes a
@@ -283,32 +298,29 @@ echo "$stalls" > "$stalls_file"
 
 if [ "$restart_count" -ge "$max_requeues" ]; then
   echo "trainctl: $ending; not requeuing: max_requeues ($max_requeues) reached"
-  record_outcome "stopped: max_requeues"
-  exit 1
+  finish "stopped: max_requeues" 1
 fi
 if [ "$stalls" -ge 2 ]; then
   echo "trainctl: $ending; not requeuing: 2 requeues in a row without step progress"
-  record_outcome "stopped: no progress"
-  exit 1
+  finish "stopped: no progress" 1
 fi
 blamed=$(blamed_nodes | paste -sd , -)
 blamed_count=$(blamed_nodes | wc -l)
 if [ "$blamed_count" -gt "$max_excluded_nodes" ]; then
   echo "trainctl: $ending; not requeuing: $blamed_count bad nodes, more than max_excluded_nodes ($max_excluded_nodes): $(blamed_nodes_with_reasons)"
-  record_outcome "failed: $blamed_count bad nodes, more than max_excluded_nodes ($max_excluded_nodes): $(blamed_nodes_with_reasons)"
-  exit 1
+  finish "failed: $blamed_count bad nodes, more than max_excluded_nodes ($max_excluded_nodes): $(blamed_nodes_with_reasons)" 1
 fi
 requeue_number=$((restart_count + 1))
 echo "trainctl: $ending; requeuing job $requeue_target (requeue $requeue_number of $max_requeues)"
-# Recorded first: SLURM may end this script as soon as the requeue is accepted.
+# Recorded and told first: SLURM may end this script as soon as the requeue is accepted.
 record_outcome "requeued: $ending"
+notify requeued
 # The requeue's SIGTERM must not end this script before the exclusion is set: the requeued job
 # cannot start before this script ends, and SLURM sends SIGKILL KillWait seconds later.
 trap '' TERM
 if ! scontrol requeue "$requeue_target"; then
   echo "trainctl: scontrol requeue $requeue_target failed; the job ends here"
-  record_outcome "failed: requeue"
-  exit 1
+  finish "failed: requeue" 1
 fi
 if [ -n "$blamed" ]; then
   exclusion="${user_exclude:+$user_exclude,}$blamed"
@@ -435,6 +447,7 @@ std::string shell_quote(std::string_view value) {
 std::string render_batch_script(const JobSpec& job, const RenderInputs& inputs) {
   require_sbatch_safe_path(inputs.run_dir, "run directory");
   require_sbatch_safe_path(inputs.rank.executable, "rank executable");
+  if (inputs.notifier) require_sbatch_safe_path(*inputs.notifier, "notifier");
 
   std::string script = fmt::format("#!/bin/bash\n# generated by trainctl {}\n", TRAINCTL_VERSION);
   script += fmt::format("#SBATCH --job-name={}\n", job.name);
@@ -490,6 +503,14 @@ std::string render_batch_script(const JobSpec& job, const RenderInputs& inputs) 
   script += fmt::format("bad_node_code={}\n", exit_code::kBadNode);
   script += kJobSection;
   script += run_file_section();
+  if (inputs.notifier) {
+    script += "# Tell of the job's events ([notify]).\n";
+    script += fmt::format("notifier={}\n", shell_quote(*inputs.notifier));
+    script += kNotifySection;
+  } else {
+    script += kNoNotifySection;
+  }
+  script += "\n";
   script += kRunSection;
   return script;
 }

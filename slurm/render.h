@@ -2,7 +2,8 @@
 // runs. The script asks SLURM for the resources, exports the job's environment, runs the user's
 // setup lines, srun's one rank per slot (trainctl-runtime, or trainctl-launch with the user's
 // [program]), and requeues its own job when the ranks saved after a signal
-// (exit_code::kSavedRequeue), guarded against endless requeue loops.
+// (exit_code::kSavedRequeue), guarded against endless requeue loops. With [notify] it tells of
+// each event (failed, hung, requeued, completed) through `trainctl notify`.
 // A sweep's script is a job array: each task finds its own run directory from its array index
 // and requeues only itself.
 #pragma once
@@ -39,6 +40,10 @@ struct RenderInputs {
   // Nodes blamed for failures in an earlier submission of this run (bad.nodes), excluded beside
   // job.exclude.
   std::vector<std::string> excluded_nodes = {};
+  // For a config with [notify]: the absolute path of trainctl, which the script runs as
+  // `trainctl notify RUN --event EVENT` once per event. The script names only the run directory;
+  // trainctl reads [notify] from its config.toml.
+  std::optional<std::string> notifier = std::nullopt;
 };
 
 // POSIX single-quoting: the result is one shell word whose value is exactly `value`

@@ -1,6 +1,6 @@
 // Tests for child processes (common/child_process.cpp): the three ways a child ends up (exit N,
 // killed by signal N, could not be started) kept apart, even from a program that exits 127
-// itself; the environment, workdir and output file a program gets; a function in a process
+// itself; the environment, workdir, input and output file a program gets; a function in a process
 // group of its own, signalled as a group; and taking the first of several children that ended.
 #include <doctest/doctest.h>
 
@@ -87,6 +87,17 @@ TEST_CASE("a program gets its environment, workdir and output file; stdin from /
                         .placement = {.stdin_from_null = true}};
   CHECK(trainctl::start(command).wait() == ProcessEnd::exited(0));
   CHECK(text_of(output) == "set-unset\n" + fs::canonical(dir.path()).string() + "\nerr\n");
+}
+
+TEST_CASE("a program reads its stdin from the input file") {
+  const TempDir dir;
+  const fs::path input = dir.path() / "in.json";
+  const fs::path output = dir.path() / "out.txt";
+  std::ofstream(input) << "{\"event\": \"completed\"}\n";
+  const Command command{.argv = {"cat"}, .output_file = output.string(), .input_file = input.string()};
+  CHECK(trainctl::start(command).wait() == ProcessEnd::exited(0));
+  CHECK(text_of(output) == "{\"event\": \"completed\"}\n");
+  CHECK_THROWS_AS(trainctl::start({.argv = {"cat"}, .input_file = (dir.path() / "absent").string()}), std::system_error);
 }
 
 TEST_CASE("the output of a captured run comes back whole, stdout and stderr apart") {

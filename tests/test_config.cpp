@@ -3,7 +3,8 @@
 // (models/<kind>/<kind>_spec.cpp) and the reader of common/config_reader.cpp.
 // Checks that the demo config validates, the defaults of a minimal config, the exact
 // "FILE:LINE:COL: key: message" text of every kind of bad input in [model], [data], [train],
-// [checkpoint] and at the top level, nearest_key's typo suggestions, and resolve_data_paths.
+// [checkpoint] and at the top level, [notify] read with the rest, nearest_key's typo suggestions,
+// and resolve_data_paths.
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
@@ -205,6 +206,19 @@ TEST_CASE("unknown keys and tables are reported with a suggestion") {
         "FILE:1:9: steps: unknown top-level key (keys belong in a table)");
   CHECK(load_error(std::string(kMinimalConfig) + "\n[precision]\nx = 1\n[alpha]\ny = 2\n") ==
         "FILE:15:1: precision: unknown table");
+}
+
+TEST_CASE("[notify] is read with the config and checked as its own table (tests/test_notify_spec.cpp)") {
+  CHECK_FALSE(load_text(kMinimalConfig).notify.has_value());
+  const trainctl::Config config =
+      load_text(std::string(kMinimalConfig) + "\n[notify]\non = [\"failed\"]\ncommand = [\"notify.sh\"]\n");
+  REQUIRE(config.notify.has_value());
+  CHECK(config.notify->on == std::vector<std::string>{"failed"});
+  CHECK(config.notify->command == std::vector<std::string>{"notify.sh"});
+  CHECK(load_error(std::string(kMinimalConfig) + "\n[notify]\non = [\"done\"]\nwebhook = \"https://x.org\"\n") ==
+        R"(FILE:16:6: notify.on: element 0 is "done", not an event: the events are "failed", "hung", "requeued", "completed")");
+  CHECK(load_error(std::string(kMinimalConfig) + "\n[notfy]\nwebhook = \"https://x.org\"\n") ==
+        "FILE:15:1: notfy: unknown table (did you mean [notify]?)");
 }
 
 TEST_CASE("a TOML syntax error names its position") {

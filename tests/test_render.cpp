@@ -2,9 +2,10 @@
 // by running the script with bash against stub srun/scontrol commands and a fake runtime, the
 // requeue guard's decisions, the failure taxonomy (a rank killed by a signal requeues, exit 1 or
 // 2 does not) and its record in job.outcome, the run directory's file names taken from
-// common/run_layout.h, `bash -n` on rendered scripts, and a sweep's job-array script: its header,
+// common/run_layout.h, `bash -n` on rendered scripts, a sweep's job-array script: its header,
 // and each array task finding its own run directory, recording itself there and requeuing only
-// itself.
+// itself; and, with [notify], `trainctl notify` run once per event on every path that ends a run
+// of the script, passed nothing but the run directory, the event and the job.
 #include <doctest/doctest.h>
 
 #include <stdlib.h>
@@ -83,7 +84,9 @@ void write_executable(const fs::path& path, const std::string& text) {
 // bad.nodes as a failed node check would and FAKE_SRUN_ERROR to the job's log as srun would; kills
 // itself with FAKE_SIGNAL when set (srun then
 // exits 128 + the signal, as bash does), writes completed.step when it exits 0 (unless
-// FAKE_INCOMPLETE is set), and exits with FAKE_RC.
+// FAKE_INCOMPLETE is set), and exits with FAKE_RC. After notify(), the scripts tell of events
+// through a fake trainctl that records its arguments in notify.calls, noting a call made after
+// scontrol's first, says a line and exits with FAKE_NOTIFY_RC.
 class Sandbox {
  public:
   Sandbox() {
@@ -139,6 +142,12 @@ class Sandbox {
                      "if [ -n \"${FAKE_SIGNAL:-}\" ]; then kill -s \"$FAKE_SIGNAL\" $$; fi\n"
                      "if [ \"${FAKE_RC:-0}\" = 0 ] && [ -z \"${FAKE_INCOMPLETE:-}\" ]; then echo 40 > \"$2/completed.step\"; fi\n"
                      "exit \"${FAKE_RC:-0}\"\n");
+    write_executable(root_ / "notifier",
+                     "#!/bin/sh\n"
+                     "if [ -e '" + path("scontrol.calls") + "' ]; then after=' (after scontrol)'; else after=''; fi\n"
+                     "echo \"$*$after\" >> '" + path("notify.calls") + "'\n"
+                     "echo \"fake trainctl notify $4\"\n"
+                     "exit \"${FAKE_NOTIFY_RC:-0}\"\n");
   }
   ~Sandbox() { fs::remove_all(root_); }
   Sandbox(const Sandbox&) = delete;
@@ -148,7 +157,9 @@ class Sandbox {
   std::string run_dir() const { return path("run"); }
   std::string run_file(const std::string& name) const { return read_text(root_ / "run" / name); }
   void set_run_file(const std::string& name, const std::string& text) const { write_text(root_ / "run" / name, text); }
-  RenderInputs inputs() const { return {run_dir(), {path("runtime")}}; }
+  RenderInputs inputs() const { return {run_dir(), {path("runtime")}, std::nullopt, {}, notifier_}; }
+  // The scripts rendered from now on tell of events, as those of a config with [notify].
+  void notify() { notifier_ = path("notifier"); }
   // A job array's sweep directory, and the run directory of its task `task`.
   std::string sweep_dir() const { return path("sweep"); }
   std::string task_dir(int64_t task) const { return sweep_dir() + "/tasks/" + std::to_string(task); }
@@ -159,7 +170,9 @@ class Sandbox {
   }
   // The same for a [program] job, whose ranks trainctl-launch runs (here the fake runtime).
   CommandResult run_program(const JobSpec& job, const std::vector<std::string>& env) const {
-    return run_script(trainctl::render_batch_script(job, {run_dir(), {path("runtime"), true}}), env);
+    RenderInputs program_inputs = inputs();
+    program_inputs.rank.user_program = true;
+    return run_script(trainctl::render_batch_script(job, program_inputs), env);
   }
   // The same for `job` as an array over `array` in sweep_dir(), whose tasks' run directories it
   // creates first.
@@ -182,6 +195,7 @@ class Sandbox {
   }
 
   fs::path root_;
+  std::optional<std::string> notifier_;
 };
 
 JobSpec named_job() {
@@ -356,12 +370,15 @@ TEST_CASE("rendered scripts are valid bash") {
   job.setup = {"module load cuda"};
   Sandbox sandbox;
   for (const std::optional<ArrayTasks>& array : {std::optional<ArrayTasks>{}, std::optional<ArrayTasks>{{{3, 7}, 2}}}) {
-    CAPTURE(array.has_value());
-    const std::string script_path = sandbox.path("syntax.sbatch");
-    write_text(script_path, trainctl::render_batch_script(job, {kInputs.run_dir, kInputs.rank, array}));
-    const CommandResult result = trainctl::ProcessRunner().run({"bash", "-n", script_path});
-    INFO("stderr: " << result.err);
-    CHECK(result.exit_code == 0);
+    for (const std::optional<std::string>& notifier : {std::optional<std::string>{}, std::optional<std::string>{"/opt/trainctl"}}) {
+      CAPTURE(array.has_value());
+      CAPTURE(notifier.has_value());
+      const std::string script_path = sandbox.path("syntax.sbatch");
+      write_text(script_path, trainctl::render_batch_script(job, {kInputs.run_dir, kInputs.rank, array, {}, notifier}));
+      const CommandResult result = trainctl::ProcessRunner().run({"bash", "-n", script_path});
+      INFO("stderr: " << result.err);
+      CHECK(result.exit_code == 0);
+    }
   }
 }
 
@@ -381,6 +398,8 @@ TEST_CASE("paths that cannot appear in an #SBATCH line are refused") {
                        "rank executable \"/opt/$(id)/trainctl-runtime\" contains characters that cannot appear in "
                        "an #SBATCH line (allowed: letters, digits and ._/+,:@=-)",
                        std::invalid_argument);
+  CHECK_THROWS_WITH_AS(trainctl::render_batch_script(job, {kInputs.run_dir, kInputs.rank, std::nullopt, {}, "trainctl"}),
+                       "notifier \"trainctl\" must be an absolute path", std::invalid_argument);
 }
 
 TEST_CASE("hostile env values reach the runtime byte-exact and run nothing") {
@@ -829,4 +848,82 @@ TEST_CASE("the first [program] rank to fail decides how the job ends, not srun's
     CHECK(result.exit_code == (requeued ? 0 : std::stoi(c.outcome.substr(c.outcome.rfind(' ') + 1))));
     CHECK(read_text(sandbox.path("scontrol.calls")).ends_with(requeued ? "requeue 123\n" : "show node -o n7\n"));
   }
+}
+
+TEST_CASE("only a config with [notify] gets a notifier, and the script gives it the run directory alone") {
+  const std::string plain = trainctl::render_batch_script(named_job(), kInputs);
+  CHECK(plain.find("\nnotify() { :; }  # the config has no [notify]\n") != std::string::npos);
+  CHECK(plain.find("notifier") == std::string::npos);
+
+  RenderInputs inputs = kInputs;
+  inputs.notifier = "/opt/trainctl/bin/trainctl";
+  const std::vector<std::string> lines = lines_of(trainctl::render_batch_script(named_job(), inputs));
+  const size_t notifier = line_index(lines, "notifier='/opt/trainctl/bin/trainctl'");
+  CHECK(line_index(lines, "notify() {") == notifier + 1);
+  CHECK(line_index(lines, R"(  "$notifier" notify "$run_dir" --event "$1" --job "$requeue_target" || true)") == notifier + 2);
+  CHECK(notifier > line_index(lines, R"(outcome_file="$run_dir/job.outcome")"));
+  CHECK(notifier < line_index(lines, "finish() {"));
+}
+
+TEST_CASE("a job with [notify] tells of each event once, whatever the notifier answers") {
+  struct Case {
+    std::vector<std::string> env;
+    int exit_code;
+    std::string events;  // notify.calls, "--event E --job J" per line
+  };
+  const std::string job = " --job 123\n";
+  const Case cases[] = {
+      {{"FAKE_RC=0"}, 0, "--event completed" + job},
+      {{"FAKE_RC=3"}, 3, "--event failed" + job},
+      {{"FAKE_RC=0", "FAKE_INCOMPLETE=1"}, 1, "--event failed" + job},
+      // Told before the requeue: SLURM may end the script once it has accepted it.
+      {{"FAKE_RC=75", "FAKE_STEP=1"}, 0, "--event requeued" + job},
+      {{"FAKE_RC=75", "FAKE_STEP=1", "SLURM_RESTART_COUNT=10"}, 1, "--event failed" + job},
+      {{"FAKE_RC=75", "FAKE_STEP=1", "FAKE_SCONTROL_RC=1"}, 1,
+       "--event requeued" + job + "--event failed --job 123 (after scontrol)\n"},
+      {{"FAKE_SIGNAL=KILL", "FAKE_STEP=1", "FAKE_NOTIFY_RC=1"}, 0, "--event requeued" + job},
+      {{"FAKE_RC=5", "FAKE_NOTIFY_RC=1"}, 5, "--event failed" + job},
+  };
+  for (const Case& c : cases) {
+    Sandbox sandbox;
+    sandbox.notify();
+    CommandResult result = sandbox.run(named_job(), c.env);
+    INFO("env: " << c.env.back() << "\nstdout: " << result.out << "\nstderr: " << result.err);
+    CHECK(result.exit_code == c.exit_code);
+    std::string expected;
+    for (const std::string& line : lines_of(c.events)) expected += "notify " + sandbox.run_dir() + " " + line + "\n";
+    CHECK(read_text(sandbox.path("notify.calls")) == expected);
+    // Its output is the job log's.
+    CHECK(result.out.find("\nfake trainctl notify ") != std::string::npos);
+  }
+}
+
+TEST_CASE("a hang is told, then the requeue; SLURM's own requeue is told as the next start begins") {
+  Sandbox sandbox;
+  sandbox.notify();
+  CommandResult hung = sandbox.run(watched_job(), {"FAKE_HANG=1", "FAKE_BEAT=6", "FAKE_STEP=6"});
+  INFO("stdout: " << hung.out << "\nstderr: " << hung.err);
+  CHECK(hung.exit_code == 0);
+  const std::string prefix = "notify " + sandbox.run_dir() + " --event ";
+  CHECK(read_text(sandbox.path("notify.calls")) == prefix + "hung --job 123\n" + prefix + "requeued --job 123\n");
+
+  Sandbox slurm_requeued;
+  slurm_requeued.notify();
+  slurm_requeued.set_run_file("job.outcome", "running\n");
+  CommandResult completed = slurm_requeued.run(named_job(), {"FAKE_RC=0", "SLURM_RESTART_COUNT=1"});
+  CHECK(completed.exit_code == 0);
+  CHECK(read_text(slurm_requeued.path("notify.calls")) ==
+        "notify " + slurm_requeued.run_dir() + " --event requeued --job 123\n" + "notify " + slurm_requeued.run_dir() +
+            " --event completed --job 123\n");
+}
+
+TEST_CASE("an array task tells of its events from its own run directory, as <array job>_<task>") {
+  Sandbox sandbox;
+  sandbox.notify();
+  CommandResult result = sandbox.run_array(named_job(), ArrayTasks{{3, 7, 12}, 2},
+                                           {"FAKE_RC=0", "SLURM_ARRAY_JOB_ID=55", "SLURM_ARRAY_TASK_ID=1", "SLURM_JOB_ID=56"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK(read_text(sandbox.path("notify.calls")) == "notify " + sandbox.task_dir(7) + " --event completed --job 55_1\n");
+  CHECK(read_text(sandbox.task_dir(7) + "/logs/slurm-55_1.out").ends_with("\nfake trainctl notify completed\n"));
 }

@@ -17,7 +17,8 @@
 namespace trainctl {
 
 std::string batch_script(const Config& config, const RunDir& run_dir, const std::vector<std::string>& excluded_nodes) {
-  return render_batch_script(config.job, {run_dir.path(), rank_command(config.table), std::nullopt, excluded_nodes});
+  return render_batch_script(config.job, {run_dir.path(), rank_command(config.table), std::nullopt, excluded_nodes,
+                                          notifier_executable(config.table)});
 }
 
 namespace {
@@ -38,8 +39,8 @@ std::string sweep_preview(const Config& config, const std::string& directory) {
     fmt::print(stderr, "task {}: {}\n", task.index, describe_task(plan.manifest.parameters, task.values));
   }
   const std::vector<ArrayScript> scripts =
-      sweep_scripts(config.job, rank_command(config.table), SweepDir(directory), tasks, plan.manifest.max_parallel,
-                    max_array_size);
+      sweep_scripts(config.job, rank_command(config.table), notifier_executable(config.table), SweepDir(directory),
+                    tasks, plan.manifest.max_parallel, max_array_size);
   std::string text;
   for (size_t k = 0; k < scripts.size(); ++k) {
     if (scripts.size() > 1)

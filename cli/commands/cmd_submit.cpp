@@ -59,8 +59,8 @@ void submit_sweep(const Config& config, const std::string& directory, bool no_sn
   for (const SweepTask& task : plan.manifest.tasks) tasks.push_back(task.index);
   // Render first: a path that cannot go into the script must fail before anything is created.
   const std::vector<ArrayScript> scripts =
-      sweep_scripts(config.job, rank_command(config.table), sweep, tasks, plan.manifest.max_parallel,
-                    slurm.max_array_size());
+      sweep_scripts(config.job, rank_command(config.table), notifier_executable(config.table), sweep, tasks,
+                    plan.manifest.max_parallel, slurm.max_array_size());
   RunRecord record = new_run_record(config, sweep.task(0), /*resume=*/false, /*allow_runtime_change=*/false);
   create_sweep_dir(sweep, config, plan);
   if (snapshot) {

@@ -131,8 +131,9 @@ void add_resubmit_subcommand(CLI::App& sweep_command) {
     // Checkpoints stay: each task resumes from its last valid one.
     for (int64_t task : tasks) sweep.task(task).reset_submission_record();
     const toml::table config = parse_config_file(sweep.config());
-    const std::vector<ArrayScript> scripts = sweep_scripts(parse_job_spec(config, sweep.config()), rank_command(config),
-                                                           sweep, tasks, manifest.max_parallel, slurm.max_array_size());
+    const std::vector<ArrayScript> scripts =
+        sweep_scripts(parse_job_spec(config, sweep.config()), rank_command(config), notifier_executable(config), sweep,
+                      tasks, manifest.max_parallel, slurm.max_array_size());
     const std::vector<std::string> job_ids = submit_arrays(sweep, manifest, scripts, "resubmit --failed", slurm);
     fmt::print("resubmitted {} task(s) ({}) as job {}\n", tasks.size(), fmt::join(tasks, ", "), fmt::join(job_ids, ", "));
   });

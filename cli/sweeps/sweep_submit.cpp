@@ -52,12 +52,13 @@ size_t check_sweep_tasks(const Config& config) {
   return tasks.size();
 }
 
-std::vector<ArrayScript> sweep_scripts(const JobSpec& job, const RankCommand& rank, const SweepDir& sweep,
-                                       const std::vector<int64_t>& tasks,
-                                       std::optional<int64_t> max_parallel, int64_t max_array_size) {
+std::vector<ArrayScript> sweep_scripts(const JobSpec& job, const RankCommand& rank,
+                                       const std::optional<std::string>& notifier, const SweepDir& sweep,
+                                       const std::vector<int64_t>& tasks, std::optional<int64_t> max_parallel,
+                                       int64_t max_array_size) {
   std::vector<ArrayScript> scripts;
   for (std::vector<int64_t>& array : split_into_arrays(tasks, max_array_size)) {
-    std::string text = render_batch_script(job, {sweep.path(), rank, ArrayTasks{array, max_parallel}});
+    std::string text = render_batch_script(job, {sweep.path(), rank, ArrayTasks{array, max_parallel}, {}, notifier});
     scripts.push_back({std::move(array), std::move(text)});
   }
   return scripts;

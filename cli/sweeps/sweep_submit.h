@@ -31,10 +31,12 @@ struct ArrayScript {
   std::string text;
 };
 
-// The batch scripts that run `tasks` as arrays of at most `max_array_size` tasks each.
-std::vector<ArrayScript> sweep_scripts(const JobSpec& job, const RankCommand& rank, const SweepDir& sweep,
-                                       const std::vector<int64_t>& tasks,
-                                       std::optional<int64_t> max_parallel, int64_t max_array_size);
+// The batch scripts that run `tasks` as arrays of at most `max_array_size` tasks each, each task
+// telling of its events through `notifier` when set (RenderInputs::notifier).
+std::vector<ArrayScript> sweep_scripts(const JobSpec& job, const RankCommand& rank,
+                                       const std::optional<std::string>& notifier, const SweepDir& sweep,
+                                       const std::vector<int64_t>& tasks, std::optional<int64_t> max_parallel,
+                                       int64_t max_array_size);
 
 // Writes the sweep directory: every task's run directory, sweep.toml and, last, the manifest,
 // whose presence marks a complete sweep directory. Refuses a directory that holds a sweep.

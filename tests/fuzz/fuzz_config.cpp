@@ -1,6 +1,6 @@
 // libFuzzer target for the config reader: each input is a config file's text, read the way
 // `trainctl validate` reads it (load_config: TOML with source regions, unknown tables, [job],
-// the training tables or [program] and [params], [sweep] and the sweep's task configs), and a
+// [notify], the training tables or [program] and [params], [sweep] and the sweep's task configs), and a
 // program's command filled in as each rank fills it, with its params.json. A ConfigError is the expected
 // answer to bad input (exit 2); any other exception, a crash or a sanitizer report is a finding.
 // The text goes through a memfd, so load_config reads a real path and nothing touches a disk.
