@@ -1,13 +1,13 @@
 // What a run's notification says: see notification.h.
 #include "runs/notification.h"
 
+#include <algorithm>
 #include <cstdlib>
-#include <ctime>
 
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include "check.h"
+#include "run_record.h"
 #include "runs/run_status.h"
 
 namespace trainctl {
@@ -45,6 +45,14 @@ std::string slack_part(const Json& value, std::string_view before, std::string_v
   return value.is_null() ? "" : fmt::format("{}{}{}", before, slack_value(value), after);
 }
 
+// The step a resume starts from: the progress of a [program] that logs no metrics.
+std::optional<int64_t> progress_step(const RunDir& run_dir) {
+  const std::optional<std::string> text = read_first_line(run_dir.progress());
+  if (!text || text->empty() || text->size() > 18 || !std::all_of(text->begin(), text->end(), ::isdigit))
+    return std::nullopt;
+  return std::stoll(*text);
+}
+
 }  // namespace
 
 Json notification_record(const RunDir& run_dir, const std::string& event, const std::optional<std::string>& job) {
@@ -55,11 +63,11 @@ Json notification_record(const RunDir& run_dir, const std::string& event, const 
       {"run", run_dir.path()},
       {"job", or_null(job_id)},
       {"event", event},
-      {"step", or_null(status.step)},
+      {"step", or_null(status.step ? status.step : progress_step(run_dir))},
       {"loss", or_null(status.loss)},
       {"outcome", status.outcome.empty() ? Json(nullptr) : Json(status.outcome)},
       {"host", this_host_name()},
-      {"time", fmt::format("{:%FT%TZ}", fmt::gmtime(std::time(nullptr)))},
+      {"time", utc_timestamp()},
   };
 }
 

@@ -97,8 +97,8 @@ assert [post["event"] for post in posts] == ["requeued", "completed"], posts
 for post in posts:
     assert post["run"] == sys.argv[3] and post["job"] == sys.argv[2], post
     assert {"step", "loss", "outcome"} <= post.keys(), post
-assert posts[0]["outcome"].startswith("requeued: saved at step 5"), posts[0]
-assert posts[1]["outcome"] == "completed", posts[1]
+assert posts[0]["outcome"].startswith("requeued: saved at step 5") and posts[0]["step"] == 5, posts[0]
+assert posts[1]["outcome"] == "completed" and posts[1]["step"] == 10, posts[1]
 print("webhook:", posts)
 PY
 echo "PASS"
