@@ -27,8 +27,10 @@ Json code_json(const CodeSnapshot& code) {
 }
 
 CodeSnapshot code_of(const Json& json) {
-  CodeSnapshot code{json.at("snapshot").get<std::string>(), json.at("source").get<std::string>(),
-                    json.at("workdir").get<std::string>()};
+  CodeSnapshot code;
+  code.kind = json.at("snapshot").get<std::string>();
+  code.source = json.at("source").get<std::string>();
+  code.workdir = json.at("workdir").get<std::string>();
   if (json.contains("commit")) {
     code.commit = json.at("commit").get<std::string>();
     code.dirty = json.at("dirty").get<bool>();
@@ -57,8 +59,9 @@ Json run_record_json(const RunRecord& record) {
 
 RunRecord run_record_of(const Json& json, const std::string& file) {
   try {
-    RunRecord record{json.at("trainctl_version").get<std::string>(), std::nullopt,
-                     json.at("submitted_at").get<std::string>()};
+    RunRecord record;
+    record.trainctl_version = json.at("trainctl_version").get<std::string>();
+    record.submitted_at = json.at("submitted_at").get<std::string>();
     if (json.contains("runtime_version")) record.runtime_version = json.at("runtime_version").get<std::string>();
     if (json.contains("code")) record.code = code_of(json.at("code"));
     if (json.contains("after")) {

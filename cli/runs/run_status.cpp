@@ -55,12 +55,13 @@ std::string status_note(const RunStatus& status) {
   if (parts.empty() && status.submission && status.submission->after) {
     // A job that never started because it waits, or waited, for another.
     const Predecessor& after = *status.submission->after;
-    const std::string which = after.run.empty() ? fmt::format("job {}", after.job) : fmt::format("{} (job {})", after.run, after.job);
-    if (status.state == "PENDING")
-      return fmt::format("waits for {} to {} (after{})", which, after.condition == "ok" ? "complete" : "end", after.condition);
+    const std::string which =
+        after.run.empty() ? fmt::format("job {}", after.job) : fmt::format("{} (job {})", after.run, after.job);
+    const char* needed = after.condition == "ok" ? "complete" : "end";
+    if (status.state == "PENDING") return fmt::format("waits for {} to {} (after{})", which, needed, after.condition);
     if (!status.predecessor_end.empty())
       return fmt::format("cancelled: {} ended {}, and --after {} needed it to {}", which, status.predecessor_end,
-                         after.condition, after.condition == "ok" ? "complete" : "end");
+                         after.condition, needed);
   }
   if (parts.empty()) return status.reason;
   return fmt::format("{}", fmt::join(parts, "; "));

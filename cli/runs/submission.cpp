@@ -75,7 +75,9 @@ std::string installed_runtime_version() {
 }  // namespace
 
 RunRecord new_run_record(const Config& config, const RunDir& run_dir, bool resume, bool allow_runtime_change) {
-  RunRecord record{"trainctl " + build_version(), std::nullopt, utc_timestamp()};
+  RunRecord record;
+  record.trainctl_version = "trainctl " + build_version();
+  record.submitted_at = utc_timestamp();
   if (config.program) return record;
   record.runtime_version = installed_runtime_version();
   if (!resume || allow_runtime_change) return record;

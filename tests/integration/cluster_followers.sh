@@ -23,7 +23,8 @@ cat >fails.toml <<TOML
 [job]
 name = "fails"
 [program]
-command = ["sh", "-c", "while [ ! -e $work/go ]; do sleep 0.2; done; exit 1"]
+# Bounded: a test that fails before it lets the job go must not leave it holding the node.
+command = ["timeout", "300", "sh", "-c", "while [ ! -e $work/go ]; do sleep 0.2; done; exit 1"]
 snapshot = "none"
 TOML
 cat >orphan.toml <<'TOML'

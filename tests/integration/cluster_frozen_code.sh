@@ -43,7 +43,7 @@ server.serve_forever()
 PY
 /usr/bin/python3 hook.py &
 hook_pid=$!
-trap 'kill $hook_pid 2>/dev/null; cleanup' EXIT
+trap 'rc=$?; kill $hook_pid 2>/dev/null; (exit $rc); cleanup' EXIT
 wait_for_file hook.port 30
 cat >frozen.toml <<TOML
 [job]

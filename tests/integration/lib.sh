@@ -7,9 +7,17 @@ set -euo pipefail
 : "${TRAINCTL_SOURCE_DIR:?meson passes the source directory}"
 work=$(mktemp -d /tmp/trainctl-test.XXXXXX)
 cd "$work"
+# A failed test keeps its files, and cancels the jobs it submitted (those whose working directory
+# is its own): one left waiting or running would hold the local cluster from the tests after it.
 cleanup() {
   local rc=$?
-  if [ "$rc" -eq 0 ]; then rm -rf "$work"; else echo "test files kept in $work" >&2; fi
+  if [ "$rc" -eq 0 ]; then
+    rm -rf "$work"
+    return
+  fi
+  echo "test files kept in $work" >&2
+  command -v squeue >/dev/null || return 0
+  squeue -h -o '%i %Z' 2>/dev/null | awk -v dir="$work" '$2 == dir { print $1 }' | xargs -r scancel 2>/dev/null || true
 }
 trap cleanup EXIT
 
