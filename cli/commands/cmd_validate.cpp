@@ -24,18 +24,21 @@ void add_validate_command(CLI::App& app) {
     check_memory_fits(config, !*no_preflight);
     const std::string job = fmt::format("{}: valid: job \"{}\" with {} node(s) x {} rank(s)", *config_path,
                                         config.job.name, config.job.nodes, config.job.ranks_per_node);
-    const std::string notify =
+    std::string extras =
         config.notify ? fmt::format("; notifies {} of {}", printable(config.notify->target()), fmt::join(config.notify->on, ", "))
                       : "";
+    std::vector<std::string> follow_ups;
+    for (const FollowUpStep& step : config.follow_ups) follow_ups.push_back(step.kind);
+    if (!follow_ups.empty()) extras += fmt::format("; then {}", fmt::join(follow_ups, ", "));
     if (config.program) {
       // The command as written, placeholders and all, one argument per quoted string.
       std::vector<std::string> quoted;
       for (const std::string& argument : config.program->command) quoted.push_back(json_text(argument));
-      fmt::print("{}; program [{}]{}\n", job, printable(fmt::format("{}", fmt::join(quoted, ", "))), notify);
+      fmt::print("{}; program [{}]{}\n", job, printable(fmt::format("{}", fmt::join(quoted, ", "))), extras);
     } else {
       const RunSpec& run = *config.run;
       fmt::print("{}; {}; {} steps, global batch {}{}\n", job, run.model.describe(), run.train.steps,
-                 run.train.micro_batch * run.train.grad_accum * config.job.world_size(), notify);
+                 run.train.micro_batch * run.train.grad_accum * config.job.world_size(), extras);
     }
     if (!config.sweep) return;
     // Expanding checks every task's config, not only each value on its own.

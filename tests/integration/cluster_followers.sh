@@ -66,6 +66,8 @@ name = "after"
 command = ["echo", "after ran"]
 snapshot = "none"
 TOML
+"$TRAINCTL" validate trained.toml >validate.txt && grep -q "; notifies 127.0.0.1:1 of .*; then export, evaluate$" validate.txt ||
+  fail "validate does not tell the notifications and the follow-ups: $(cat validate.txt)"
 training=$(TRAINCTL_TEST_PAUSE_IN=step@20 submit trained.toml)
 run=runs/trained
 read -r export_job evaluate_job < <(/usr/bin/python3 -c '
