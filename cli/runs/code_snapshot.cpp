@@ -72,8 +72,9 @@ int64_t copied_bytes(const fs::path& path) {
   return static_cast<int64_t>(fs::file_size(path));
 }
 
-void git_plan(SnapshotPlan& plan, const ProgramSpec& program, const std::string& workdir) {
-  const std::optional<std::string> top = git_output(workdir, {"rev-parse", "--show-toplevel"});
+// `top`: the work tree's top, as `git rev-parse --show-toplevel` printed it, or nothing outside one.
+void git_plan(SnapshotPlan& plan, const ProgramSpec& program, const std::string& workdir,
+              const std::optional<std::string>& top) {
   if (!top)
     throw UsageError(fmt::format("program.snapshot = \"git\": {} is not in a git work tree; use snapshot = "
                                  "\"files\", or pass --no-snapshot to run it in place",
@@ -145,14 +146,16 @@ void refuse_oversized(const SnapshotPlan& plan, const ProgramSpec& program) {
 }  // namespace
 
 std::optional<SnapshotPlan> plan_code_snapshot(const ProgramSpec& program, const std::string& workdir) {
-  const std::string kind =
-      program.snapshot.value_or(git_output(workdir, {"rev-parse", "--show-toplevel"}) ? "git" : "files");
-  if (kind == "none") return std::nullopt;
+  if (program.snapshot == "none") return std::nullopt;
+  const std::optional<std::string> top = program.snapshot == "files"
+                                             ? std::nullopt
+                                             : git_output(workdir, {"rev-parse", "--show-toplevel"});
+  const std::string kind = program.snapshot.value_or(top ? "git" : "files");
   SnapshotPlan plan;
   plan.record.kind = kind;
   plan.record.workdir = workdir;
   if (kind == "git")
-    git_plan(plan, program, workdir);
+    git_plan(plan, program, workdir, top);
   else
     files_plan(plan, program, workdir);
   plan.record.files = static_cast<int64_t>(plan.files.size());

@@ -136,12 +136,10 @@ RunStatus::FollowerState follower_state(const RunDir& run_dir, const Follower& f
   RunStatus::FollowerState state{follower, "UNKNOWN", ""};
   const std::optional<SlurmView> view = slurm_view(slurm, follower.job, state.reason);
   const std::string outcome = read_first_line(run_dir.follower_outcome(follower.index)).value_or("");
-  if (view && is_active_state(view->state)) {
-    state.state = view->state;
-    state.reason = view->reason == "None" ? "" : view->reason;
-  } else if (outcome == "completed") {
+  const bool active = view && is_active_state(view->state);
+  if (!active && outcome == "completed") {
     state.state = "COMPLETED";
-  } else if (outcome.starts_with("failed")) {
+  } else if (!active && outcome.starts_with("failed")) {
     state.state = "FAILED";
     state.reason = outcome;
   } else if (view) {
