@@ -15,26 +15,26 @@ std::unique_ptr<BatchSource> open_tokens(const std::string& path, const ModelSpe
   return std::make_unique<TokenSource>(path, model.block_size, model.vocab_size);
 }
 
-// The token count of every shard `pattern` names, each checked against the model.
-std::vector<int64_t> checked_token_counts(const std::string& pattern, const ModelSpec& spec) {
+// The header of every shard `pattern` names, each checked against the model.
+std::vector<TokenFileHeader> checked_token_headers(const std::string& pattern, const ModelSpec& spec) {
   const auto& model = spec.as<Gpt2Spec>();
-  std::vector<int64_t> counts;
+  std::vector<TokenFileHeader> headers;
   for (const std::string& path : token_file_paths(pattern)) {
     require_regular_file(path);
-    counts.push_back(read_token_count(path));
-    require_one_window(path, counts.back(), model.block_size);
+    headers.push_back(read_token_header(path));
+    require_one_window(path, headers.back().count, model.block_size);
   }
-  return counts;
+  return headers;
 }
 
-void check_tokens(const std::string& pattern, const ModelSpec& spec) { checked_token_counts(pattern, spec); }
+void check_tokens(const std::string& pattern, const ModelSpec& spec) { checked_token_headers(pattern, spec); }
 
 DataFootprint token_footprint(const std::string& pattern, const ModelSpec& spec) {
   const int64_t block_size = spec.as<Gpt2Spec>().block_size;
   DataFootprint footprint;
   footprint.mapped = true;  // TokenSource maps the shards
-  for (int64_t count : checked_token_counts(pattern, spec)) {
-    footprint.bytes += count * static_cast<int64_t>(sizeof(uint16_t));
+  for (const auto [format, count] : checked_token_headers(pattern, spec)) {
+    footprint.bytes += count * bytes_per_token(format);
     footprint.examples += (count - 1) / block_size;  // its windows
   }
   return footprint;
