@@ -12,8 +12,9 @@
 namespace trainctl {
 
 // Checks data.train and data.val of `config` (relative paths are relative to the config file),
-// and that data.tokenizer loads, and, when its sweep varies the model or the data, of every
-// task, each distinct model and path once. Throws BadInput naming the key and the file:
+// and that data.tokenizer loads, that its vocabulary fits model.vocab_size and that the token
+// files are in the format it is written in, and, when its sweep varies the model or the data,
+// of every task, each distinct model and path once. Throws BadInput naming the key and the file:
 // "data.train: FILE: ...". For a
 // [program], only that its workdir (every task's, when swept) is a directory:
 // "program.workdir: DIR is not a directory".

@@ -20,7 +20,7 @@
 #include "early_stopping.h"
 #include "evaluation.h"
 #include "exit_codes.h"
-#include "gpt2_tokenizer.h"
+#include "tokenizer.h"
 #include "grad_sync.h"
 #include "heartbeat.h"
 #include "metrics.h"
@@ -167,9 +167,9 @@ class Run {
   // sample` decodes with the tokenizer the run trained with; empty without one.
   std::string tokenizer_hash() const {
     if (!spec_.data.tokenizer) return "";
-    const Gpt2Tokenizer tokenizer = [this] {
+    const Tokenizer tokenizer = [this] {
       try {
-        return Gpt2Tokenizer::load(*spec_.data.tokenizer);
+        return Tokenizer::load(*spec_.data.tokenizer);
       } catch (const BadInput& error) {
         throw BadInput(fmt::format("data.tokenizer: {}", error.what()));
       }
