@@ -97,11 +97,12 @@ std::optional<std::string> missing_checkpoint(int64_t step, const RunSpec& run) 
   if (step != last && (step == 0 || every == 0 || step % every != 0))
     return fmt::format("the run saves no checkpoint at step {}: it saves {}at its end (step {})", step,
                        every > 0 ? fmt::format("every {} steps (checkpoint.every_steps) and ", every) : "", last);
-  // The saves after it: the multiples of every_steps up to the last step, and the last step.
-  const int64_t later = (every > 0 ? last / every - step / every : 0) + (step != last && (every == 0 || last % every != 0));
+  // The saves after it: the multiples of every_steps up to the last step, and the last step if it is none.
+  const bool last_is_multiple = every > 0 && last % every == 0;
+  const int64_t later = (every > 0 ? last / every - step / every : 0) + (step != last && !last_is_multiple ? 1 : 0);
   if (later >= run.checkpoint.keep_last)
-    return fmt::format("the run saves {} checkpoints after step {}, and checkpoint.keep_last = {} keeps only the newest "
-                       "{}: step {}'s is deleted by the time the step runs",
+    return fmt::format("the run saves {} checkpoints after step {}, and checkpoint.keep_last = {} keeps only the "
+                       "newest {}: step {}'s is deleted by the time the step runs",
                        later, step, run.checkpoint.keep_last, run.checkpoint.keep_last, step);
   return std::nullopt;
 }

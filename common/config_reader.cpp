@@ -110,8 +110,9 @@ std::string read_config_text(const std::string& path) {
   try {
     return read_regular_file(path, kMaxConfigBytes);
   } catch (const RegularFileError& error) {
-    refuse_config_file(path, error.reason() == RegularFileError::Reason::kDirectory ? "is a directory, not a config file"
-                                                                                     : error.what());
+    refuse_config_file(path, error.reason() == RegularFileError::Reason::kDirectory
+                                 ? "is a directory, not a config file"
+                                 : error.what());
   }
 }
 

@@ -36,8 +36,8 @@ int64_t checked_integer(const Json& record, const char* key, bool megabytes = fa
   const double value = number_at(record, key).value_or(0.0);
   const double limit = megabytes ? kMaxMegabytes : kMaxWholeNumber;
   if (!(value >= 0.0 && value <= limit) || (!megabytes && value != std::floor(value)))
-    throw BadInput(fmt::format("{} {} is not {} from 0 to 2^{}", key, value, megabytes ? "a size in MB" : "a whole number",
-                               megabytes ? 43 : 53));
+    throw BadInput(fmt::format("{} {} is not {} from 0 to 2^{}", key, value,
+                               megabytes ? "a size in MB" : "a whole number", megabytes ? 43 : 53));
   return static_cast<int64_t>(megabytes ? value * kBytesPerMiB : value);
 }
 

@@ -15,7 +15,8 @@ namespace {
 
 [[noreturn]] void refuse_unreadable_file(int error) {
   if (error == ENOENT || error == ENOTDIR) throw RegularFileError(RegularFileError::Reason::kMissing, "does not exist");
-  throw RegularFileError(RegularFileError::Reason::kUnreadable, fmt::format("cannot be read: {}", std::strerror(error)));
+  throw RegularFileError(RegularFileError::Reason::kUnreadable,
+                         fmt::format("cannot be read: {}", std::strerror(error)));
 }
 
 void require_regular_mode(mode_t mode) {
@@ -66,7 +67,9 @@ size_t RegularFile::read(std::span<char> buffer) {
   return static_cast<size_t>(count);
 }
 
-std::string read_regular_file(const std::string& path, size_t max_bytes) { return RegularFile(path).read_all(max_bytes); }
+std::string read_regular_file(const std::string& path, size_t max_bytes) {
+  return RegularFile(path).read_all(max_bytes);
+}
 
 std::string RegularFile::read_all(size_t max_bytes) {
   std::string text;

@@ -115,9 +115,10 @@ RunRecord run_record_of(const Json& json, const std::string& file) {
     }
     if (json.contains("then"))
       for (const Json& follower : json.at("then"))
-        record.followers.push_back(Follower{static_cast<int>(checked_integer_at(follower, "index", kMaxFollowers - 1)),
-                                            checked_string_at(follower, "kind", is_follower_kind, "a follow-up step's kind"),
-                                            checked_string_at(follower, "job", is_job_id, "a job id")});
+        record.followers.push_back(
+            Follower{static_cast<int>(checked_integer_at(follower, "index", kMaxFollowers - 1)),
+                     checked_string_at(follower, "kind", is_follower_kind, "a follow-up step's kind"),
+                     checked_string_at(follower, "job", is_job_id, "a job id")});
     return record;
   } catch (const Json::exception& error) {
     throw DamagedRunFile(file, fmt::format("not a run record: {}", error.what()));
@@ -144,7 +145,8 @@ void save_run_record(const RunLayout& run, const RunRecord& record) {
 
 bool is_job_id(std::string_view text) {
   const auto digits = [](std::string_view part) {
-    return !part.empty() && part.size() <= 18 && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    return !part.empty() && part.size() <= 18 &&
+           std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
   const size_t underscore = text.find('_');
   if (underscore == std::string_view::npos) return digits(text);

@@ -46,7 +46,8 @@ std::string_view authority_host(std::string_view url) {
 // What is wrong with `url` as a webhook's, or nothing. No message echoes it: a webhook's URL often
 // holds its secret token.
 std::optional<std::string> webhook_problem(const std::string& url) {
-  if (url.size() > kMaxUrlLength) return fmt::format("must be at most {} characters (got {})", kMaxUrlLength, url.size());
+  if (url.size() > kMaxUrlLength)
+    return fmt::format("must be at most {} characters (got {})", kMaxUrlLength, url.size());
   if (std::none_of(std::begin(kSchemes), std::end(kSchemes),
                    [&](std::string_view scheme) { return starts_with_ignoring_case(url, scheme); }))
     return "must be an http:// or https:// URL";

@@ -144,9 +144,10 @@ TEST_CASE("webhook_env and webhook_file say where the URL is, read when it is se
   CHECK(from_env.target() == "hooks.example.org");
   CHECK(from_env.destination() == "https://hooks.example.org/… (from $TRAINCTL_TEST_WEBHOOK)");
   setenv("TRAINCTL_TEST_WEBHOOK", "ftp://hooks.example.org/secret", 1);
-  CHECK_THROWS_WITH_AS(from_env.webhook_url(),
-                       "notify.webhook_env: $TRAINCTL_TEST_WEBHOOK: the webhook's URL must be an http:// or https:// URL",
-                       trainctl::BadInput);
+  CHECK_THROWS_WITH_AS(
+      from_env.webhook_url(),
+      "notify.webhook_env: $TRAINCTL_TEST_WEBHOOK: the webhook's URL must be an http:// or https:// URL",
+      trainctl::BadInput);
   unsetenv("TRAINCTL_TEST_WEBHOOK");
   CHECK_THROWS_WITH_AS(from_env.webhook_url(),
                        "notify.webhook_env: $TRAINCTL_TEST_WEBHOOK is not set here; the job reads the webhook's URL "

@@ -63,7 +63,8 @@ void RunDir::reset_submission_record() const {
 
 std::optional<std::string> RunDir::job_id() const {
   std::optional<std::string> job = read_run_file_line(job_id_file());
-  if (job && !is_job_id(*job)) throw DamagedRunFile(job_id_file(), fmt::format("holds {:?}, not a SLURM job id", job->substr(0, 64)));
+  if (job && !is_job_id(*job))
+    throw DamagedRunFile(job_id_file(), fmt::format("holds {:?}, not a SLURM job id", job->substr(0, 64)));
   return job;
 }
 

@@ -45,8 +45,8 @@ bool is_requeue_outcome(const std::string& outcome) { return outcome.starts_with
 
 std::string status_note(const RunStatus& status) {
   std::vector<std::string> parts;
-  // "running" says nothing that the state does not, and is stale once SLURM has ended the job.
   if (!status.predecessor_loop.empty()) parts.push_back(fmt::format("predecessor loop: {}", status.predecessor_loop));
+  // "running" says nothing that the state does not, and is stale once SLURM has ended the job.
   if (!status.outcome.empty() && status.outcome != run_file::kOutcomeRunning) parts.push_back(status.outcome);
   if (status.stopped_early_at) parts.push_back(fmt::format("stopped early at step {}", *status.stopped_early_at));
   parts.insert(parts.end(), status.requeue_reasons.begin(), status.requeue_reasons.end());
@@ -157,7 +157,8 @@ RunStatus read_run_status(const RunDir& run_dir, SlurmClient& slurm) {
     status.followers.push_back(follower_state(run_dir, follower, slurm));
   const std::optional<Predecessor>& after = status.submission->after;
   if (after && !after->run.empty())
-    if (const PredecessorChain chain = run_dir.predecessor_chain(); chain.loops) status.predecessor_loop = chain.loop_text();
+    if (const PredecessorChain chain = run_dir.predecessor_chain(); chain.loops)
+      status.predecessor_loop = chain.loop_text();
   // A job cancelled because its predecessor did not end as it had to never wrote an outcome.
   if (after && status.outcome.empty() && !is_active_state(status.state)) {
     std::string unused;

@@ -28,7 +28,8 @@ namespace {
 }
 
 #ifdef FUZZ_RUN_RECORD
-void read_back(const trainctl::RunLayout& run, std::string_view bytes, const trainctl::fuzz::PrivateDirectory& directory) {
+void read_back(const trainctl::RunLayout& run, std::string_view bytes,
+               const trainctl::fuzz::PrivateDirectory& directory) {
   directory.write(std::string(trainctl::run_file::kRunRecord), bytes);
   const std::optional<trainctl::RunRecord> record = trainctl::load_run_record(run);
   if (!record) finding("run.json was written, and load_run_record found none");
@@ -38,11 +39,13 @@ void read_back(const trainctl::RunLayout& run, std::string_view bytes, const tra
     finding("a run record written and read again differs");
 }
 #else
-void read_back(const trainctl::RunLayout& run, std::string_view bytes, const trainctl::fuzz::PrivateDirectory& directory) {
+void read_back(const trainctl::RunLayout& run, std::string_view bytes,
+               const trainctl::fuzz::PrivateDirectory& directory) {
   directory.write(std::string(trainctl::run_file::kMetrics), bytes);
   for (const trainctl::MetricsLine& line : trainctl::read_metrics_file(run.metrics())) {
     if (!line.train) continue;
-    const std::optional<trainctl::MetricsLine> again = trainctl::parse_metrics_line(trainctl::metrics_line(*line.train));
+    const std::optional<trainctl::MetricsLine> again =
+        trainctl::parse_metrics_line(trainctl::metrics_line(*line.train));
     if (!again || again->step != line.step) finding("a step record written again does not read as its step");
   }
 }

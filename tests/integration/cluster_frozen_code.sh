@@ -7,8 +7,10 @@
 # signalled: it saves, is requeued and completes. Both starts ran version 2 with the submodule's
 # helper, from the run directory's code/, which holds the submodule's files and neither the
 # secrets file nor the earlier run; run.json and `status --json` name the commit with
-# "dirty": true and code.diff holds the edit. The job's [notify] webhook, a local HTTP server here, received
-# exactly one POST per event: "requeued", then "completed", each with the run's fields.
+# "dirty": true and code.diff holds the edit. The job's [notify] webhook, a local HTTP server here
+# whose URL the job reads from the environment it inherits from submit (webhook_env, so that no
+# copy of the config holds it), received exactly one POST per event: "requeued", then
+# "completed", each with the run's fields.
 source "$(dirname "$0")/lib.sh"
 require_cluster 1
 git init -q helper
@@ -71,11 +73,13 @@ command = ["bash", "train.sh"]
 snapshot_include = ["*"]
 
 [notify]
-webhook = "http://127.0.0.1:$(cat hook.port)/hook"
+webhook_env = "TRAINCTL_TEST_WEBHOOK"
 TOML
 
+export TRAINCTL_TEST_WEBHOOK="http://127.0.0.1:$(cat hook.port)/hook"
 job=$(submit frozen.toml)
 run=runs/frozen
+! grep -qF "$TRAINCTL_TEST_WEBHOOK" "$run/config.toml" "$run/run.json" "$run/job.sbatch" || fail "the webhook's URL was copied"
 wait_for_file "$run/started" 120
 sed -i 's/^version=2$/version=3/' code/train.sh
 scancel -s TERM "$job"
