@@ -40,10 +40,9 @@ Config frozen_config(const Config& config, const SnapshotPlan& snapshot, const R
 }
 
 // Undoes a submission that failed part way, so that the corrected config submits as new again:
-// cancels the jobs it queued, then removes `directory` unless it is a resumed run's. A job that
-// cannot be cancelled keeps the directory it would run in.
-void abandon_submission(const std::string& directory, bool resume, const std::vector<std::string>& queued,
-                        SlurmClient& slurm) {
+// cancels the jobs it queued, then removes `created`, what the submission made (nothing for a
+// resumed run). A job that cannot be cancelled keeps the directory it would run in.
+void abandon_submission(const std::string& created, const std::vector<std::string>& queued, SlurmClient& slurm) {
   bool cancelled = true;
   for (const std::string& job : queued) {
     try {
@@ -54,7 +53,7 @@ void abandon_submission(const std::string& directory, bool resume, const std::ve
                  job, error.what(), job);
     }
   }
-  if (!resume && cancelled) std::filesystem::remove_all(directory);
+  if (cancelled && !created.empty()) std::filesystem::remove_all(created);
 }
 
 std::string frozen_note(const SnapshotPlan& snapshot) {
@@ -77,7 +76,8 @@ void submit_sweep(const Config& config, const std::string& directory, bool no_sn
       sweep_scripts(config.job, rank_command(config.table), notifier_executable(config.table), sweep, tasks,
                     plan.manifest.max_parallel, slurm.max_array_size());
   RunRecord record = new_run_record(config, sweep.task(0), /*resume=*/false, /*allow_runtime_change=*/false);
-  const bool existed = sweep.exists();  // create_sweep_dir refuses it, and it stays
+  // A sweep spreads over its directory (tasks/, arrays/): one that was there before keeps it all.
+  const std::string created = std::filesystem::exists(sweep.path()) ? "" : sweep.path();
   std::vector<std::string> job_ids;
   try {
     create_sweep_dir(sweep, config, plan);
@@ -90,7 +90,7 @@ void submit_sweep(const Config& config, const std::string& directory, bool no_sn
   } catch (const std::exception&) {
     std::vector<std::string> queued;
     for (const ManifestArray& array : plan.manifest.arrays) queued.push_back(array.job_id);
-    if (!existed) abandon_submission(sweep.path(), /*resume=*/false, queued, slurm);
+    abandon_submission(created, queued, slurm);
     throw;
   }
   fmt::print("submitted sweep of {} tasks as job {}\nsweep directory: {}\n", tasks.size(), fmt::join(job_ids, ", "),
@@ -159,7 +159,11 @@ void add_submit_command(CLI::App& app) {
     const std::string script = batch_script(config, run_dir, bad_nodes);
     ProcessRunner runner;
     SlurmClient slurm(runner);
-    const bool existed = run_dir.exists();  // prepare refuses it unless resumed, and it stays
+    // The run directory, if submit makes it; in a directory that was there before, only the config.toml
+    // that would mark it a run (the rest may be the user's); nothing of a run there, resumed or refused.
+    std::string created;
+    if (!options->resume && !run_dir.exists())
+      created = std::filesystem::exists(run_dir.path()) ? run_dir.config() : run_dir.path();
     std::string job_id;
     std::vector<std::string> queued;
     try {
@@ -183,7 +187,7 @@ void add_submit_command(CLI::App& app) {
         save_run_record(run_dir, record);
       }
     } catch (const std::exception&) {
-      if (!existed || options->resume) abandon_submission(run_dir.path(), options->resume, queued, slurm);
+      abandon_submission(created, queued, slurm);
       throw;
     }
     if (!bad_nodes.empty()) fmt::print("excluding the nodes blamed before: {}\n", fmt::join(bad_nodes, ", "));

@@ -268,6 +268,12 @@ sbatch_fails_at 0
 sbatch_fails_at 1
 answers sbatch-refuses 1 "Invalid partition name specified" "$TRAINCTL" submit tree.toml --run-dir "$work/failed/sbatch"
 [ ! -e failed/sbatch ] || fail "a run that SLURM refused left its directory"
+mkdir -p failed/existing && echo mine >failed/existing/notes.txt
+sbatch_fails_at 1
+answers sbatch-refuses-in-a-folder 1 "Invalid partition name specified" \
+  "$TRAINCTL" submit tree.toml --run-dir "$work/failed/existing"
+[ -e failed/existing/notes.txt ] && [ ! -e failed/existing/config.toml ] ||
+  fail "a run refused in a folder that was there took the folder, or left its config.toml: $(ls failed/existing)"
 { cat tree.toml; printf '[[then]]\nkind = "command"\ncommand = ["true"]\n'; } >followed.toml
 sbatch_fails_at 2
 answers follower-refused 1 "Invalid partition name specified" "$TRAINCTL" submit followed.toml --run-dir "$work/failed/then"
