@@ -1,6 +1,6 @@
 // The run directory's layout, defined once for the three programs that share it: the CLI
 // (cli/runs/run_dir.h), the batch script (slurm/render.cpp, which takes its file names from here)
-// and the runtime.
+// and the runtime. The CLI reads them back through run_files.h, as every program reads run.json.
 //   config.toml      the resolved config the runtime trains from
 //   job.sbatch       the batch script that was submitted
 //   job_id           SLURM's job id (absent for `trainctl run`)

@@ -1,6 +1,7 @@
 // The program schema: see program_spec.h.
 #include "program_spec.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <stdexcept>
@@ -97,7 +98,19 @@ ProgramSpec parse_program_spec(const toml::table& root, const std::string& file)
     program.workdir = *workdir;
   }
   if (reader.has("snapshot")) program.snapshot = reader.choice("snapshot", {"git", "files", "none"});
-  if (reader.has("snapshot_include")) program.snapshot_include = reader.string_list("snapshot_include");
+  if (reader.has("snapshot_include")) {
+    program.snapshot_include = reader.string_list("snapshot_include");
+    // Patterns match paths relative to the workdir: one that leaves it would match nothing.
+    for (size_t index = 0; index < program.snapshot_include->size(); ++index) {
+      const std::filesystem::path pattern((*program.snapshot_include)[index]);
+      if (pattern.is_absolute() ||
+          std::any_of(pattern.begin(), pattern.end(), [](const std::filesystem::path& part) { return part == ".."; }))
+        reader.fail("snapshot_include",
+                    fmt::format("element {} ({:?}) leaves program.workdir; the patterns name files under it, relative "
+                                "to it, such as \"*.py\" or \"configs/*.yaml\"",
+                                index, pattern.string()));
+    }
+  }
   program.snapshot_max_mb = reader.integer("snapshot_max_mb", program.snapshot_max_mb, 1, 1 << 20);
   reader.reject_unknown();
   if (const toml::node* params = root.get("params")) {

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "commands.h"
+#include "config_reader.h"
 #include "errors.h"
 #include "loss_plot.h"
 #include "sweeps/sweep_status.h"
@@ -61,7 +62,7 @@ void print_table(const SweepDir& sweep, const SweepManifest& manifest, const std
     for (size_t c = 0; c + 1 < row.size(); ++c) line += fmt::format("{:<{}}  ", row[c], widths[c]);
     line += row.back();
     while (!line.empty() && line.back() == ' ') line.pop_back();
-    fmt::print("{}\n", line);
+    fmt::print("{}\n", printable(line));  // a task's outcome may hold control characters
   }
   if (has_best)
     fmt::print("best (*): task {}, {} {:.6g}: {}\n", ranked.front().task, metric_name(metric),

@@ -11,6 +11,7 @@
 
 #include "atomic_file.h"
 #include "commands.h"
+#include "config_reader.h"
 #include "errors.h"
 #include "job_array.h"
 #include "render.h"
@@ -73,7 +74,9 @@ void create_sweep_dir(const SweepDir& sweep, const Config& config, const SweepPl
   fs::create_directories(sweep.path() + "/arrays");
   for (size_t i = 0; i < plan.task_files.size(); ++i)
     sweep.task(static_cast<int64_t>(i)).prepare(plan.task_files[i], /*resume=*/false, RunDir::Durability::kCallerSyncs);
-  fs::copy_file(config.path, sweep.config(), fs::copy_options::overwrite_existing);
+  // The config as written, readable by its owner alone when it holds a webhook's secret URL.
+  write_file_atomically(sweep.config(), read_config_text(config.path),
+                        holds_webhook_secret(config.table) ? kOwnerOnlyFile : kSharedFile);
   sync_filesystem(sweep.path());
   write_manifest(sweep, plan.manifest);
 }
