@@ -105,13 +105,23 @@ std::string metrics_line(const CheckpointRecord& record) {
                         {"write_s", record.seconds}});
 }
 
-std::optional<MetricsLine> parse_metrics_line(std::string_view text) {
-  const Json record = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+namespace {
+// The line's JSON object and its step; nothing for a line that is not an object with a numeric step.
+std::optional<std::pair<Json, int64_t>> record_of(std::string_view text) {
+  Json record = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!record.is_object()) return std::nullopt;
   const std::optional<double> step = number_at(record, "step");
   if (!step) return std::nullopt;
+  return std::pair{std::move(record), static_cast<int64_t>(*step)};
+}
+}  // namespace
+
+std::optional<MetricsLine> parse_metrics_line(std::string_view text) {
+  const std::optional<std::pair<Json, int64_t>> parsed = record_of(text);
+  if (!parsed) return std::nullopt;
+  const Json& record = parsed->first;
   MetricsLine line;
-  line.step = static_cast<int64_t>(*step);
+  line.step = parsed->second;
   if (record.contains("loss")) line.train = step_of(record, line.step);
   if (record.contains("val_loss")) line.eval = eval_of(record, line.step);
   if (const auto event = record.find("event"); event != record.end()) {
@@ -127,6 +137,20 @@ std::vector<MetricsLine> read_metrics_file(const std::string& path) {
   for (std::string text; std::getline(in, text);)
     if (std::optional<MetricsLine> line = parse_metrics_line(text)) lines.push_back(std::move(*line));
   return lines;
+}
+
+std::vector<LoggedValue> read_logged_values(const std::string& path, std::string_view key) {
+  std::vector<LoggedValue> values;
+  std::ifstream in(path);
+  for (std::string text; std::getline(in, text);) {
+    const std::optional<std::pair<Json, int64_t>> parsed = record_of(text);
+    if (!parsed) continue;
+    const auto found = parsed->first.find(key);
+    if (found == parsed->first.end()) continue;
+    if (found->is_number()) values.push_back({parsed->second, found->get<double>()});
+    if (found->is_null()) values.push_back({parsed->second, kUnknown});
+  }
+  return values;
 }
 
 }  // namespace trainctl

@@ -55,6 +55,14 @@ void RunDir::reset_submission_record() const {
   fs::remove(completed());
 }
 
+void RunDir::record_outcome(const std::string& outcome) const {
+  std::string text = outcome + "\n";
+  std::ifstream in(this->outcome());
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with("requeued")) text += line + "\n";
+  write_file_atomically(this->outcome(), text);
+}
+
 std::optional<std::string> RunDir::job_id() const { return read_first_line(job_id_file()); }
 
 std::vector<BlamedNode> RunDir::blamed_nodes() const {

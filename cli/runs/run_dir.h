@@ -37,6 +37,9 @@ class RunDir : public RunLayout {
   // Forgets how the last submission ended, keeping checkpoints and metrics: the requeue guards
   // count within one submission.
   void reset_submission_record() const;
+  // Makes `outcome` job.outcome's first line, as the batch script's record_outcome does, keeping
+  // the reasons of this submission's earlier requeues after it.
+  void record_outcome(const std::string& outcome) const;
   std::optional<std::string> job_id() const;
   // The nodes of bad.nodes, each once, in the order first blamed: those the batch script excludes
   // when it requeues the job, and `submit --resume` when it submits the run again.

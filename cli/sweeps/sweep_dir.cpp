@@ -1,6 +1,7 @@
 // The sweep directory: see sweep_dir.h.
 #include "sweeps/sweep_dir.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -62,6 +63,12 @@ std::string manifest_text(const SweepManifest& manifest) {
   root.insert("samples", manifest.samples);
   root.insert("seed", manifest.seed);
   if (manifest.max_parallel) root.insert("max_parallel", *manifest.max_parallel);
+  if (const std::optional<SweepSchedule>& schedule = manifest.schedule)
+    root.insert("schedule", toml::table{{"kind", schedule->kind_name()},
+                                        {"metric", schedule->metric},
+                                        {"mode", schedule->mode_name()},
+                                        {"reduction_factor", schedule->reduction_factor},
+                                        {"rungs", integer_array(schedule->rungs)}});
 
   toml::array tasks;
   for (const SweepTask& task : manifest.tasks) {
@@ -98,6 +105,19 @@ SweepManifest parse_manifest(std::string_view text, const std::string& file) {
   manifest.samples = reader.integer("samples", std::nullopt, 1);
   manifest.seed = reader.integer("seed", std::nullopt, 0);
   if (reader.has("max_parallel")) manifest.max_parallel = reader.integer("max_parallel", std::nullopt, 1);
+  if (TableReader schedule_reader = reader.table("schedule"); schedule_reader.present()) {
+    SweepSchedule& schedule = manifest.schedule.emplace();
+    schedule.kind = schedule_reader.choice("kind", {"asha", "halving"}) == "asha" ? SweepSchedule::Kind::kAsha
+                                                                                : SweepSchedule::Kind::kHalving;
+    schedule.metric = schedule_reader.string("metric");
+    schedule.maximize = schedule_reader.choice("mode", {"min", "max"}) == "max";
+    schedule.reduction_factor = schedule_reader.integer("reduction_factor", std::nullopt, 2);
+    schedule.rungs = schedule_reader.integer_list("rungs", std::nullopt, 1);
+    if (schedule.rungs.empty() || !std::is_sorted(schedule.rungs.begin(), schedule.rungs.end()))
+      schedule_reader.fail("rungs", "expected the rungs' steps, ascending");
+    schedule.min_steps = schedule.rungs.front();
+    schedule.max_steps = schedule.rungs.back();
+  }
 
   for_each_table(root, "tasks", file, [&](TableReader& task_reader, const toml::table& table) {
     SweepTask task;
