@@ -215,6 +215,13 @@ JobSpec named_job() {
   return job;
 }
 
+// A job without the hang watchdog, whose script does not poll the heartbeat: quicker to run.
+JobSpec unwatched_job() {
+  JobSpec job = named_job();
+  job.hang_timeout = 0;
+  return job;
+}
+
 // A job whose hang watchdog fires after 2 s without a new heartbeat.
 JobSpec watched_job() {
   JobSpec job = named_job();
@@ -949,7 +956,7 @@ TEST_CASE("a scheduled task trains rung by rung as `trainctl sweep rung` answers
   };
   const std::string sweep = sandbox.sweep_dir();
   const std::string log = sandbox.task_dir(7) + "/logs/slurm-55_1.out";
-  CommandResult result = sandbox.run_array(named_job(), scheduled, with({"FAKE_RUNG_ANSWERS=train 10;train 30;stop 1"}));
+  CommandResult result = sandbox.run_array(unwatched_job(), scheduled, with({"FAKE_RUNG_ANSWERS=train 10;train 30;stop 1"}));
   INFO("stdout: " << result.out << "\nstderr: " << result.err);
   CHECK(result.exit_code == 0);
   CHECK(read_text(sandbox.path("rung.calls")) == "sweep rung " + sweep + " --task 7\nsweep rung " + sweep +
@@ -962,29 +969,29 @@ TEST_CASE("a scheduled task trains rung by rung as `trainctl sweep rung` answers
 
   // The last rung: the ranks' completion is the job's.
   fs::remove(sandbox.path("rung.calls"));
-  result = sandbox.run_array(named_job(), scheduled, with({"FAKE_RUNG_ANSWERS=train 90;complete"}));
+  result = sandbox.run_array(unwatched_job(), scheduled, with({"FAKE_RUNG_ANSWERS=train 90;complete"}));
   CHECK(result.exit_code == 0);
   CHECK(read_text(sandbox.task_dir(7) + "/job.outcome") == "completed\n");
   // Without completed.step it is no completion.
   fs::remove(sandbox.path("rung.calls"));
   fs::remove(sandbox.task_dir(7) + "/completed.step");
-  result = sandbox.run_array(named_job(), scheduled, with({"FAKE_RUNG_ANSWERS=train 90;complete", "FAKE_INCOMPLETE=1"}));
+  result = sandbox.run_array(unwatched_job(), scheduled, with({"FAKE_RUNG_ANSWERS=train 90;complete", "FAKE_INCOMPLETE=1"}));
   CHECK(result.exit_code == 1);
   CHECK(read_text(sandbox.task_dir(7) + "/job.outcome") == "failed: incomplete\n");
   // Stopped before a start: nothing runs.
   fs::remove(sandbox.path("rung.calls"));
   fs::remove(sandbox.path("srun.args"));
-  result = sandbox.run_array(named_job(), scheduled, with({"FAKE_RUNG_ANSWERS=stop 0"}));
+  result = sandbox.run_array(unwatched_job(), scheduled, with({"FAKE_RUNG_ANSWERS=stop 0"}));
   CHECK(result.exit_code == 0);
   CHECK_FALSE(fs::exists(sandbox.path("srun.args")));
   // A decision that cannot be taken fails the task.
   fs::remove(sandbox.path("rung.calls"));
-  result = sandbox.run_array(named_job(), scheduled, with({"FAKE_RUNG_ANSWERS=train 10"}));
+  result = sandbox.run_array(unwatched_job(), scheduled, with({"FAKE_RUNG_ANSWERS=train 10"}));
   CHECK(result.exit_code == 1);
   CHECK(read_text(sandbox.task_dir(7) + "/job.outcome") == "failed: trainctl sweep rung exited 1\n");
   // A budget reached and asked for again would loop: it fails the task.
   fs::remove(sandbox.path("rung.calls"));
-  result = sandbox.run_array(named_job(), scheduled, with({"FAKE_RUNG_ANSWERS=train 10;train 10"}));
+  result = sandbox.run_array(unwatched_job(), scheduled, with({"FAKE_RUNG_ANSWERS=train 10;train 10"}));
   CHECK(result.exit_code == 1);
   CHECK(read_text(sandbox.task_dir(7) + "/job.outcome") == "failed: trainctl sweep rung answered \"train 10\" again\n");
 }
@@ -993,7 +1000,7 @@ TEST_CASE("a scheduled task whose ranks failed asks whether its metric went non-
   Sandbox sandbox;
   const ArrayTasks scheduled{{3, 7, 12}, 2, sandbox.path("scheduler")};
   CommandResult result =
-      sandbox.run_array(named_job(), scheduled,
+      sandbox.run_array(unwatched_job(), scheduled,
                         {"FAKE_RUNG_ANSWERS=train 10;stop 0", "FAKE_RC=1", "SLURM_ARRAY_JOB_ID=55",
                          "SLURM_ARRAY_TASK_ID=1", "SLURM_JOB_ID=56"});
   INFO("stdout: " << result.out << "\nstderr: " << result.err);
@@ -1005,14 +1012,14 @@ TEST_CASE("a scheduled task whose ranks failed asks whether its metric went non-
             .ends_with("\ntrainctl: runtime failed with exit code 1; stopped at rung 0 (fake)\n"));
   // Not a non-finite metric: the failure stands.
   fs::remove(sandbox.path("rung.calls"));
-  result = sandbox.run_array(named_job(), scheduled,
+  result = sandbox.run_array(unwatched_job(), scheduled,
                              {"FAKE_RUNG_ANSWERS=train 10;failed", "FAKE_RC=1", "SLURM_ARRAY_JOB_ID=55",
                               "SLURM_ARRAY_TASK_ID=1", "SLURM_JOB_ID=56"});
   CHECK(result.exit_code == 1);
   CHECK(read_text(sandbox.task_dir(7) + "/job.outcome") == "failed: exit 1\n");
   // A save after a signal requeues, as in any job: the next start asks again.
   fs::remove(sandbox.path("rung.calls"));
-  result = sandbox.run_array(named_job(), scheduled,
+  result = sandbox.run_array(unwatched_job(), scheduled,
                              {"FAKE_RUNG_ANSWERS=train 10", "FAKE_RC=75", "FAKE_STEP=4", "SLURM_ARRAY_JOB_ID=55",
                               "SLURM_ARRAY_TASK_ID=1", "SLURM_JOB_ID=56"});
   CHECK(result.exit_code == 0);
