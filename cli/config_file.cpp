@@ -190,6 +190,12 @@ Config load_config(const std::string& path) {
   config.program = std::move(specs.program);
   config.follow_ups = std::move(specs.follow_ups);
   config.sweep = parse_sweep(config.table, path, [&](const toml::table& table) { check_config_table(table, path); });
+  if (config.sweep && config.sweep->schedule)
+    fit_schedule(*config.sweep->schedule, {config.table, path, config.run ? &*config.run : nullptr,
+                                           sweep_task_count(*config.sweep), config.sweep->parameters});
+  if (config.program && config.program->reads_budget && !(config.sweep && config.sweep->schedule))
+    throw ConfigError(position_of(*config.table["program"]["command"].node(), path), "program.command",
+                      "{budget.steps} is the step budget of a sweep's rung, and this config has no [sweep.schedule]");
   if (config.sweep && !config.follow_ups.empty())
     throw ConfigError(position_of(*config.table.get("then"), path), "then",
                       "follow-up steps run after one training job, and a [sweep] submits many; run them as a "

@@ -121,12 +121,23 @@ std::string metrics_line(const CheckpointRecord& record) {
                         {"write_s", record.seconds}});
 }
 
-std::optional<MetricsLine> parse_metrics_line(std::string_view text) {
-  const Json record = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+namespace {
+// The line's JSON object and its step; nothing for a line that is not an object with a numeric step.
+std::optional<std::pair<Json, int64_t>> record_of(std::string_view text) {
+  Json record = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!record.is_object()) return std::nullopt;
   if (!number_at(record, "step")) return std::nullopt;
+  const int64_t step = checked_integer(record, "step");
+  return std::pair{std::move(record), step};
+}
+}  // namespace
+
+std::optional<MetricsLine> parse_metrics_line(std::string_view text) {
+  const std::optional<std::pair<Json, int64_t>> parsed = record_of(text);
+  if (!parsed) return std::nullopt;
+  const Json& record = parsed->first;
   MetricsLine line;
-  line.step = checked_integer(record, "step");
+  line.step = parsed->second;
   if (record.contains("loss")) line.train = step_of(record, line.step);
   if (record.contains("val_loss")) line.eval = eval_of(record, line.step);
   if (const auto event = record.find("event"); event != record.end()) {
@@ -146,6 +157,24 @@ std::vector<MetricsLine> read_metrics_file(const std::string& path) {
     }
   });
   return lines;
+}
+
+std::vector<LoggedValue> read_logged_values(const std::string& path, std::string_view key) {
+  std::vector<LoggedValue> values;
+  for_each_run_file_line(path, run_file_limit::kLines, [&](std::string_view text, int64_t number) {
+    std::optional<std::pair<Json, int64_t>> parsed;
+    try {
+      parsed = record_of(text);
+    } catch (const BadInput& error) {
+      throw DamagedRunFile(path, fmt::format("line {}: {}", number, error.what()));
+    }
+    if (!parsed) return;
+    const auto found = parsed->first.find(key);
+    if (found == parsed->first.end()) return;
+    if (found->is_number()) values.push_back({parsed->second, found->get<double>()});
+    if (found->is_null()) values.push_back({parsed->second, kUnknown});
+  });
+  return values;
 }
 
 }  // namespace trainctl

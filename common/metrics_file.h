@@ -92,4 +92,14 @@ std::optional<MetricsLine> parse_metrics_line(std::string_view line);
 // line over 1 MB or a number out of its field's range.
 std::vector<MetricsLine> read_metrics_file(const std::string& path);
 
+// A value logged under one key (a field of the records above, or a [program]'s own key), with the
+// step of its line; NaN where it was logged as null (not finite).
+struct LoggedValue {
+  int64_t step = 0;
+  double value = 0.0;
+};
+// Every value logged under `key` in the file at `path`, in file order: the lines that parse and
+// hold a number or null there.
+std::vector<LoggedValue> read_logged_values(const std::string& path, std::string_view key);
+
 }  // namespace trainctl

@@ -14,6 +14,7 @@
 #include "config_reader.h"
 #include "program_hang_report.h"
 #include "program_spec.h"
+#include "step_budget.h"
 
 extern char** environ;
 
@@ -64,7 +65,7 @@ void record_rank_end(const RunLayout& run, int64_t rank, const ProcessEnd& end) 
 
 int run_program_rank(const RunLayout& run, const RankPlace& place) {
   const ProgramSpec program = parse_program_spec(parse_config_file(run.config()), run.config());
-  const std::vector<std::string> argv = program_argv(program, run);
+  const std::vector<std::string> argv = program_argv(program, run, budget_steps_from_environment());
   outlive_stop_signals();
   ProcessEnd end;
   try {

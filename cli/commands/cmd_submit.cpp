@@ -20,6 +20,7 @@
 #include "estimate/memory_estimate.h"
 #include "preflight.h"
 #include "slurm_client.h"
+#include "sweeps/rung_log.h"
 #include "sweeps/sweep_submit.h"
 
 namespace trainctl {
@@ -72,9 +73,9 @@ void submit_sweep(const Config& config, const std::string& directory, bool no_sn
   std::vector<int64_t> tasks;
   for (const SweepTask& task : plan.manifest.tasks) tasks.push_back(task.index);
   // Render first: a path that cannot go into the script must fail before anything is created.
-  const std::vector<ArrayScript> scripts =
-      sweep_scripts(config.job, rank_command(config.table), notifier_executable(config.table), sweep, tasks,
-                    plan.manifest.max_parallel, slurm.max_array_size());
+  const std::vector<ArrayScript> scripts = sweep_scripts(config.job, rank_command(config.table),
+                                                         notifier_executable(config.table), sweep, plan.manifest,
+                                                         tasks, slurm.max_array_size());
   RunRecord record = new_run_record(config, sweep.task(0), /*resume=*/false, /*allow_runtime_change=*/false);
   // A sweep spreads over its directory (tasks/, arrays/): one that was there before keeps it all.
   const std::string created = std::filesystem::exists(sweep.path()) ? "" : sweep.path();
@@ -86,6 +87,9 @@ void submit_sweep(const Config& config, const std::string& directory, bool no_sn
       record.code = snapshot->record;
     }
     for (int64_t task : tasks) save_run_record(sweep.task(task), record);
+    // The first array's tasks may be promoting trials (and rewriting the manifest) before the last
+    // array is submitted.
+    const SweepLock lock(sweep);
     job_ids = submit_arrays(sweep, plan.manifest, scripts, "submit", slurm);
   } catch (const std::exception&) {
     std::vector<std::string> queued;

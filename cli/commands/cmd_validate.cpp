@@ -49,6 +49,8 @@ void add_validate_command(CLI::App& app) {
     const size_t tasks = check_sweep_tasks(config);
     fmt::print("sweep: {} tasks over {}{}\n", tasks, fmt::join(config.sweep->paths(), ", "),
                config.sweep->max_parallel ? fmt::format(", at most {} at once", *config.sweep->max_parallel) : "");
+    if (config.sweep->schedule)
+      fmt::print("{}", schedule_summary(*config.sweep->schedule, static_cast<int64_t>(tasks), config.job));
   });
 }
 

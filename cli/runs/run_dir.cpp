@@ -61,6 +61,14 @@ void RunDir::reset_submission_record() const {
   fs::remove(completed());
 }
 
+void RunDir::record_outcome(const std::string& outcome) const {
+  std::string text = outcome + "\n";
+  for_each_run_file_line(this->outcome(), run_file_limit::kLines, [&](std::string_view line, int64_t) {
+    if (line.starts_with("requeued")) text += std::string(line) + "\n";
+  });
+  write_file_atomically(this->outcome(), text);
+}
+
 std::optional<std::string> RunDir::job_id() const {
   std::optional<std::string> job = read_run_file_line(job_id_file());
   if (job && !is_job_id(*job))

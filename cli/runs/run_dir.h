@@ -51,6 +51,9 @@ class RunDir : public RunLayout {
   // Forgets how the last submission ended, keeping checkpoints and metrics: the requeue guards
   // count within one submission.
   void reset_submission_record() const;
+  // Makes `outcome` job.outcome's first line, as the batch script's record_outcome does, keeping
+  // the reasons of this submission's earlier requeues after it.
+  void record_outcome(const std::string& outcome) const;
   // job_id's job; throws DamagedRunFile (run_files.h) when it holds no job id.
   std::optional<std::string> job_id() const;
   // Followed with a set of the runs seen, so that a loop (a run resumed --after one that waits for

@@ -105,11 +105,17 @@ void settle_state(RunStatus& status, const std::optional<SlurmView>& slurm) {
     status.reason = slurm->reason == "None" ? "" : slurm->reason;
     status.restarts = slurm->restart_count;
   }
+  // A trial promoted into a new array task has not ended: like a requeue, its state is SLURM's.
+  const bool ongoing = status.outcome.empty() || is_requeue_outcome(status.outcome) ||
+                       status.outcome == run_file::kOutcomeRunning ||
+                       status.outcome.starts_with(run_file::kOutcomePromotedAtRung);
   if (slurm && is_active_state(slurm->state))
     status.state = slurm->state;
   else if (status.outcome == "completed")
     status.state = "COMPLETED";
-  else if (!status.outcome.empty() && !is_requeue_outcome(status.outcome) && status.outcome != run_file::kOutcomeRunning)
+  else if (status.outcome.starts_with(run_file::kOutcomeStoppedAtRung))
+    status.state = "STOPPED";
+  else if (!ongoing)
     status.state = "FAILED";
   else if (slurm)
     status.state = slurm->state;

@@ -71,8 +71,9 @@ struct SlurmView {
 RunStatus read_run_record(const RunDir& run_dir);
 
 // Sets the state: SLURM's while the job is queued or running, else the outcome the batch script
-// wrote (unless it was a requeue, which is no end), else how SLURM saw it end (CANCELLED: the
-// script never got to write one), else UNKNOWN.
+// wrote (unless it was a requeue or a promotion into a new array task, which are no end; a sweep's
+// trial stopped at a rung is STOPPED), else how SLURM saw it end (CANCELLED: the script never got
+// to write one), else UNKNOWN.
 void settle_state(RunStatus& status, const std::optional<SlurmView>& slurm);
 
 // Queued or running, by SLURM's state: it may still finish.

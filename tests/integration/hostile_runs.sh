@@ -379,6 +379,14 @@ TRAINCTL_TEST_HOOK=$secret_url answers print-elides-the-secret 0 \
 ! grep -qF SECRETTOKEN out.txt err.txt runs/from_env/config.toml runs/from_env/run.json || fail "the secret shows"
 answers print-names-the-file 0 "would send to https://hooks.example.org/… (from $work/hook.url)" \
   "$TRAINCTL" notify runs/from_file --event completed --print
+# Checkpoints are copied and shared: they record the config without [notify].
+make_data
+write_config secret.toml secret train.steps=2 checkpoint.every_steps=2
+printf '[notify]\nwebhook = "%s"\n' "$secret_url" >>secret.toml
+"$TRAINCTL" run secret.toml >run.txt 2>&1 || fail "run secret.toml: $(cat run.txt)"
+h5dump -a /config "$(checkpoint_of runs/secret 2)" >checkpoint_config.txt
+grep -qF '[train]' checkpoint_config.txt || fail "the checkpoint records no config: $(cat checkpoint_config.txt)"
+! grep -qF SECRETTOKEN checkpoint_config.txt || fail "the checkpoint records the webhook's URL"
 
 [ ! -e pwned ] || fail "a hostile value ran a command"
 echo "PASS: $cases cases"
