@@ -9,6 +9,7 @@
 
 #include "errors.h"
 #include "metrics_file.h"
+#include "run_files.h"
 #include "runs/run_status.h"
 #include "sweeps/rung_log.h"
 #include "sweeps/sweep_submit.h"
@@ -35,7 +36,7 @@ bool went_non_finite(const RunDir& run, const std::string& metric, int64_t after
 }
 
 bool outcome_starts_with(const RunDir& run, std::string_view prefix) {
-  return read_first_line(run.outcome()).value_or("").starts_with(prefix);
+  return read_run_file_line(run.outcome()).value_or("").starts_with(prefix);
 }
 
 // The array a promotion waits for, so that max_parallel holds over the whole sweep: the newest,
