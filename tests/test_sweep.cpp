@@ -432,7 +432,7 @@ SweepManifest sample_manifest(std::optional<int64_t> max_parallel) {
                     SweepTask{1, toml::array{0.035, 32, "it's \"quoted\"", toml::array{128}}}};
   manifest.arrays = {{"143", {0, 1}, "arrays/array-0.sbatch", "submit", "", "2026-11-22T03:40:01Z"},
                      {"150", {1}, "arrays/array-1.sbatch", "resubmit --failed", "143", "2026-11-22T04:12:30Z"},
-                     {"", {0}, "arrays/array-2.sbatch", "resubmit --failed", "", "2026-11-22T04:13:00Z"}};
+                     {"151", {0}, "arrays/array-2.sbatch", "resubmit --failed", "", "2026-11-22T04:13:00Z"}};
   return manifest;
 }
 
