@@ -211,31 +211,14 @@ void split_by(const CompiledPattern& pattern, std::string_view text, Scratch& sc
   if (offset < text.size()) on_gap(offset, text.substr(offset));
 }
 
-// PCRE2's spelling of a literal string.
-std::string literal_pattern(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
-struct Tokenizer::State {
-  std::string path, content_hash;
-  std::vector<std::string> token_bytes;  // by id
+// The file as read, and what encoding derives from it.
+struct Tokenizer::State : TokenizerSpec {
+  std::string content_hash;
   std::vector<bool> added, opens_document;  // by id: an added token; a post-processor token before a text
-  std::unordered_map<std::string, uint32_t> vocab;
-  std::array<uint32_t, 256> byte_tokens{};
   std::unordered_map<char32_t, uint32_t> character_tokens;  // SentencePiece-style
-  bool byte_level = true, byte_fallback = false, fuse_unk = false, ignore_merges = false;
-  uint32_t unk = kNoToken;
-  std::string vocab_file;
-  MergeTable merges;
-  std::vector<NormalizerStep> normalizer;
-  std::optional<Metaspace> metaspace;
+  MergeTable merge_table;
   std::vector<std::unique_ptr<CompiledPattern>> stages;  // the pre-tokenizer's, in order
   // The added tokens as alternations, longest first (Hugging Face matches the leftmost longest):
   // those matched in the text as given, then those in the normalized text (the same text: a file
@@ -243,7 +226,6 @@ struct Tokenizer::State {
   std::vector<std::unique_ptr<CompiledPattern>> added_patterns;
   std::unordered_map<std::string, uint32_t> added_ids;
   std::string added_unsupported;  // why --special cannot be honoured, or empty
-  DocumentTokens post_processor, documents;
   std::unique_ptr<CompiledPattern> cut_finder;
   bool cut_with_added_tokens = false;
   bool strips_leading_space = false;
@@ -251,8 +233,8 @@ struct Tokenizer::State {
   std::mutex idle_mutex;
   std::vector<std::unique_ptr<Scratch>> idle_scratch;
 
-  void build(TokenizerSpec spec);
-  void derive_cut_finder(const TokenizerSpec& spec);
+  void build();
+  void derive_cut_finder();
   void encode_text(std::string_view text, EncodeOptions options, Scratch& scratch, std::vector<uint32_t>& tokens) const;
   void encode_run(std::string_view run, bool at_start, EncodeOptions options, Scratch& scratch,
                   std::vector<uint32_t>& tokens) const;
@@ -262,28 +244,14 @@ struct Tokenizer::State {
   void merge_symbols(Scratch& scratch) const;
 };
 
-void Tokenizer::State::build(TokenizerSpec spec) {
-  path = spec.path;
-  vocab_file = spec.vocab_file;
-  byte_level = spec.byte_level;
-  byte_fallback = spec.byte_fallback;
-  fuse_unk = spec.fuse_unk;
-  ignore_merges = spec.ignore_merges;
-  unk = spec.unk;
-  byte_tokens = spec.byte_tokens;
-  normalizer = spec.normalizer;
-  metaspace = spec.metaspace;
-  post_processor = spec.post_processor;
-  documents = spec.documents;
-  token_bytes = std::move(spec.token_bytes);
-  vocab = std::move(spec.vocab);
+void Tokenizer::State::build() {
   if (!byte_level)
     for (const auto& [text, id] : vocab)
       if (!text.empty() && utf8_sequence_length(static_cast<unsigned char>(text[0])) == text.size())
         character_tokens.emplace(utf8_code_point_at(text, 0), id);
 
   added.assign(token_bytes.size(), false);
-  for (const AddedToken& token : spec.added_tokens) {
+  for (const AddedToken& token : added_tokens) {
     added[token.id] = true;
     added_ids.emplace(token.content, token.id);
     if (added_unsupported.empty() && !token.unsupported.empty())
@@ -291,7 +259,7 @@ void Tokenizer::State::build(TokenizerSpec spec) {
   }
   for (const bool normalized : {false, true}) {
     std::vector<std::string> contents;
-    for (const AddedToken& token : spec.added_tokens)
+    for (const AddedToken& token : added_tokens)
       if (token.normalized == normalized) contents.push_back(token.content);
     if (contents.empty()) continue;
     std::sort(contents.begin(), contents.end(),
@@ -299,7 +267,7 @@ void Tokenizer::State::build(TokenizerSpec spec) {
     std::string alternation;
     for (const std::string& content : contents) {
       if (!alternation.empty()) alternation += '|';
-      alternation += literal_pattern(content);
+      alternation += pcre2_literal(content);
     }
     added_patterns.push_back(std::make_unique<CompiledPattern>(alternation, vocab_file + ": added_tokens"));
   }
@@ -308,21 +276,21 @@ void Tokenizer::State::build(TokenizerSpec spec) {
 
   if (metaspace && metaspace->split) {
     // A piece starts at each replacement (Hugging Face's MergedWithNext): "▁a▁▁b" is "▁a", "▁", "▁b".
-    const std::string replacement = literal_pattern(metaspace->replacement);
+    const std::string replacement = pcre2_literal(metaspace->replacement);
     stages.push_back(std::make_unique<CompiledPattern>(
         fmt::format("(?s){0}(?:(?!{0}).)*|(?:(?!{0}).)+", replacement), vocab_file + ": pre_tokenizer.split"));
   }
-  for (const SplitStage& stage : spec.splits)
+  for (const SplitStage& stage : splits)
     stages.push_back(std::make_unique<CompiledPattern>(stage.pattern, fmt::format("{}: {}", vocab_file, stage.field)));
-  merges.reserve(spec.merges.size());
-  for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
-    const MergeIds& merge = spec.merges[rank];
-    merges.insert(pair_key(merge.left, merge.right), Merge{static_cast<uint32_t>(rank), merge.result});
+  merge_table.reserve(merges.size());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const MergeIds& merge = merges[rank];
+    merge_table.insert(pair_key(merge.left, merge.right), Merge{static_cast<uint32_t>(rank), merge.result});
   }
   bool prepends = metaspace && metaspace->prepend != PrependScheme::kNever;
   for (const NormalizerStep& step : normalizer) prepends = prepends || step.kind == NormalizerStep::Kind::kPrepend;
   strips_leading_space = !byte_level && prepends;
-  derive_cut_finder(spec);
+  derive_cut_finder();
 
   // The hash reads integers as little-endian bytes, the same on every host; ids take two bytes
   // where they fit (the hashes of GPT-2's tokenizers stay what they were) and four past that.
@@ -338,19 +306,19 @@ void Tokenizer::State::build(TokenizerSpec spec) {
     crc = crc32_z(crc, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size());
   }
   const size_t id_bytes = token_bytes.size() <= (size_t{1} << 16) ? 2 : 4;
-  for (const MergeIds& merge : spec.merges) {
+  for (const MergeIds& merge : merges) {
     hash_integer(merge.left, id_bytes);
     hash_integer(merge.right, id_bytes);
   }
   content_hash = fmt::format("crc32:{:08x}", crc);
 }
 
-void Tokenizer::State::derive_cut_finder(const TokenizerSpec& spec) {
+void Tokenizer::State::derive_cut_finder() {
   std::string pattern;
   bool prepends_every_run = false;
   if (!normalizer.empty() || metaspace) {
     // SentencePiece-style: spaces become one replacement character, and no regex cuts the text.
-    if (byte_level || !spec.splits.empty()) return;
+    if (byte_level || !splits.empty()) return;
     std::string replacement = metaspace ? metaspace->replacement : "";
     for (const NormalizerStep& step : normalizer) {
       if (step.kind != NormalizerStep::Kind::kReplace) continue;
@@ -371,7 +339,7 @@ void Tokenizer::State::derive_cut_finder(const TokenizerSpec& spec) {
     pattern = fmt::format("[^ {}](?= )", replacement);
   } else {
     std::optional<CutRule> rule;
-    for (const SplitStage& stage : spec.splits) {
+    for (const SplitStage& stage : splits) {
       if (stage.cut_rule == CutRule::kAnywhere) continue;
       if (stage.cut_rule == CutRule::kNone || (rule && *rule != stage.cut_rule)) return;
       rule = stage.cut_rule;
@@ -485,7 +453,7 @@ void Tokenizer::State::merge_symbols(Scratch& scratch) const {
   queue.clear();
   auto consider = [&](int32_t left) {
     if (left == kNone || symbols[left].next == kNone) return;
-    const Merge* merge = merges.find(pair_key(symbols[left].token, symbols[symbols[left].next].token));
+    const Merge* merge = merge_table.find(pair_key(symbols[left].token, symbols[symbols[left].next].token));
     if (merge == nullptr) return;
     queue.push_back({merge->rank, left});
     std::push_heap(queue.begin(), queue.end(), std::greater<>());
@@ -500,7 +468,7 @@ void Tokenizer::State::merge_symbols(Scratch& scratch) const {
     Symbol& left = symbols[candidate.left];
     if (left.next < 0) continue;  // merged into its left neighbour, or the last symbol now
     Symbol& right = symbols[left.next];
-    const Merge* merge = merges.find(pair_key(left.token, right.token));
+    const Merge* merge = merge_table.find(pair_key(left.token, right.token));
     if (merge == nullptr || merge->rank != candidate.rank) continue;  // a neighbour merged since
     left.token = merge->result;
     const int32_t after = right.next;
@@ -546,7 +514,8 @@ void Tokenizer::State::append_piece_tokens(std::string_view piece, Scratch& scra
 
 Tokenizer Tokenizer::load(const std::string& path) {
   auto state = std::make_shared<State>();
-  state->build(read_tokenizer_spec(path));
+  static_cast<TokenizerSpec&>(*state) = read_tokenizer_spec(path);
+  state->build();
   return Tokenizer(std::move(state));
 }
 

@@ -239,16 +239,6 @@ std::string pcre2_pattern(const std::string& pattern, const Field& field) {
   return out;
 }
 
-// PCRE2's spelling of a literal string.
-std::string escaped_literal(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 // What a tokenizer.json says beside its vocabulary and merges, read field by field.
 class JsonReader {
  public:
@@ -334,7 +324,7 @@ class JsonReader {
       if (!pattern["Regex"].is_null()) {
         add_split(pattern["Regex"].text(), pattern["Regex"]);
       } else {
-        spec_.splits.push_back({escaped_literal(pattern["String"].text()), pattern["String"].name(), CutRule::kNone});
+        spec_.splits.push_back({pcre2_literal(pattern["String"].text()), pattern["String"].name(), CutRule::kNone});
       }
     } else if (type == "Digits") {
       // Rust's char::is_numeric, which Digits splits on, is \p{N}.
@@ -595,6 +585,16 @@ std::string replace_all(std::string_view text, std::string_view from, std::strin
   }
   return out;
 }
+
+std::string pcre2_literal(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 
 TokenizerSpec read_tokenizer_spec(const std::string& path) {
   std::error_code ignored;

@@ -110,6 +110,9 @@ struct TokenizerSpec {
 // normalizer does.
 std::string replace_all(std::string_view text, std::string_view from, std::string_view to);
 
+// PCRE2's spelling of a literal string.
+std::string pcre2_literal(std::string_view text);
+
 // Reads `path`: a tokenizer.json (any name), or a directory holding vocab.json and merges.txt
 // (which win) or tokenizer.json. Throws BadInput naming the file and the field at fault.
 TokenizerSpec read_tokenizer_spec(const std::string& path);

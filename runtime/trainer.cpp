@@ -21,7 +21,6 @@
 #include "early_stopping.h"
 #include "evaluation.h"
 #include "exit_codes.h"
-#include "tokenizer.h"
 #include "grad_sync.h"
 #include "heartbeat.h"
 #include "metrics.h"
@@ -38,6 +37,7 @@
 #include "step_budget.h"
 #include "step_rate.h"
 #include "test_hooks.h"
+#include "tokenizer.h"
 
 namespace trainctl {
 

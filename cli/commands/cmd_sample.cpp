@@ -17,9 +17,9 @@
 #include "bad_input.h"
 #include "commands.h"
 #include "errors.h"
-#include "tokenizer.h"
 #include "rng.h"
 #include "runs/stored_checkpoint.h"
+#include "tokenizer.h"
 
 namespace trainctl {
 
