@@ -70,8 +70,8 @@ KERNEL_MUTATIONS = [
             "  for (int64_t first_key = 0; first_key < key_end; first_key += kTile) {\n"
         ),
         "group": "attention",
-        "expect": ["[FAIL] attention f32 B=2 T=37 C=48 H=3 (d=16) out: worst",
-                   "[FAIL] attention f32 B=2 T=37 C=48 H=3 (d=16) out: differs under schedules in-order and reversed"],
+        "expect": ["[FAIL] attention f32 B=2 T=37 H=3 KV=3 (d=16) out: worst",
+                   "[FAIL] attention f32 B=2 T=37 H=3 KV=3 (d=16) out: differs under schedules in-order and reversed"],
     },
     {
         "name": "a shuffle reached by half a warp",
