@@ -13,15 +13,15 @@ namespace trainctl {
 
 namespace {
 
-// The token count of every shard `pattern` names, each holding at least one window.
-std::vector<int64_t> checked_token_counts(const std::string& pattern, int64_t block_size) {
-  std::vector<int64_t> counts;
+// The header of every shard `pattern` names, each holding at least one window.
+std::vector<TokenFileHeader> checked_token_headers(const std::string& pattern, int64_t block_size) {
+  std::vector<TokenFileHeader> headers;
   for (const std::string& path : token_file_paths(pattern)) {
     require_regular_file(path);
-    counts.push_back(read_token_count(path));
-    require_one_window(path, counts.back(), block_size);
+    headers.push_back(read_token_header(path));
+    require_one_window(path, headers.back().count, block_size);
   }
-  return counts;
+  return headers;
 }
 
 }  // namespace
@@ -61,13 +61,15 @@ std::unique_ptr<BatchSource> open_token_shards(const std::string& pattern, int64
   return std::make_unique<TokenSource>(pattern, block_size, vocab_size);
 }
 
-void check_token_shards(const std::string& pattern, int64_t block_size) { checked_token_counts(pattern, block_size); }
+void check_token_shards(const std::string& pattern, int64_t block_size) {
+  checked_token_headers(pattern, block_size);
+}
 
 DataFootprint token_shards_footprint(const std::string& pattern, int64_t block_size) {
   DataFootprint footprint;
   footprint.mapped = true;  // TokenSource maps the shards
-  for (int64_t count : checked_token_counts(pattern, block_size)) {
-    footprint.bytes += count * static_cast<int64_t>(sizeof(uint16_t));
+  for (const auto [format, count] : checked_token_headers(pattern, block_size)) {
+    footprint.bytes += count * bytes_per_token(format);
     footprint.examples += (count - 1) / block_size;  // its windows
   }
   return footprint;
