@@ -1583,6 +1583,69 @@ void test_swiglu(const Gpu& gpu, Checker& checker, std::span<const SwiGluCase> c
     }
 }
 
+// RoPE, qkv in [-1, 1], the tables of random angles' cos and sin. Both sides round each of the
+// two products, then their sum, in float, uncontracted (--fmad=false), and widen a bf16 element
+// exactly and round the result once: bitwise equal (kExact), the value heads untouched. The
+// planted bug of tests/cuda_mutations.py (interleaved pairs for rotate_half's halves) must show.
+struct RopeCase {
+  trainctl::AttentionShape shape;
+  size_t offset = 0;
+};
+// One head of two columns; a key/value head per 3 query heads; Llama's head sizes 32, 64 and
+// 128 (two columns per lane of a head's warp); offset 1 in both types.
+constexpr RopeCase kRopeCases[] = {{{1, 1, 1, 1, 2}}, {{2, 5, 3, 1, 8}},   {{2, 37, 4, 2, 64}},
+                                   {{1, 129, 6, 2, 32}}, {{1, 17, 2, 2, 128}}, {{2, 5, 3, 1, 8}, 1}};
+
+void test_rope(const Gpu& gpu, Checker& checker, std::span<const RopeCase> cases, uint64_t seed) {
+  for (ElementType type : kElementTypes)
+    for (const auto [shape, offset] : cases) {
+      const auto n = static_cast<size_t>(shape.batch * shape.seq * shape.qkv_width());
+      const auto table = static_cast<size_t>(shape.seq * shape.head_size / 2);
+      const std::vector<float> angles = random_floats(table, -3.0f, 3.0f, ++seed);
+      std::vector<float> cos(table), sin(table);
+      for (size_t i = 0; i < table; ++i) {
+        cos[i] = std::cos(angles[i]);
+        sin[i] = std::sin(angles[i]);
+      }
+      const HostTensor qkv = random_tensor(type, n, -1.0f, 1.0f, ++seed);
+      HostTensor ref_forward = qkv, ref_backward = qkv;
+      cpu().rope->rope_forward(kCpuStream, ref_forward.data(), cos.data(), sin.data(), shape);
+      cpu().rope->rope_backward(kCpuStream, ref_backward.data(), cos.data(), sin.data(), shape);
+
+      DeviceCopy<float> device_cos(gpu, cos, offset), device_sin(gpu, sin, offset);
+      DeviceTensor device_qkv(gpu, qkv, offset);
+      const auto forward = [&] {
+        gpu.device.rope->rope_forward(gpu.stream, device_qkv.get(), device_cos.get(), device_sin.get(), shape);
+      };
+      const auto backward = [&] {
+        gpu.device.rope->rope_backward(gpu.stream, device_qkv.get(), device_cos.get(), device_sin.get(), shape);
+      };
+      struct Result {
+        std::vector<float> forward, backward;
+      };
+      const auto run = [&] {
+        device_qkv.write(qkv);
+        forward();
+        std::vector<float> rotated = device_qkv.read();
+        device_qkv.write(qkv);
+        backward();
+        return Result{std::move(rotated), device_qkv.read()};
+      };
+      const Result first = first_run(run), second = second_run(run);
+      const std::string name =
+          fmt::format("rope {} B={} T={} H={} KV={} d={}{}", type_name(type), shape.batch, shape.seq, shape.heads,
+                      shape.kv_heads, shape.head_size, offset != 0 ? " (unaligned)" : "");
+      checker.compare(name + " forward", first.forward, ref_forward.floats(), kExact);
+      checker.compare(name + " backward", first.backward, ref_backward.floats(), kExact);
+      checker.check_deterministic(name + " forward", first.forward, second.forward);
+      checker.check_deterministic(name + " backward", first.backward, second.backward);
+      if (shape.seq == 37) {
+        check_queued(gpu, checker, name + " forward", {.launches = 1}, forward);
+        check_queued(gpu, checker, name + " backward", {.launches = 1}, backward);
+      }
+    }
+}
+
 // The benchmark MLP's GEMMs, batch 8192: the hidden layers' 8192 x 8192 x 8192, overwriting and
 // accumulating (beta = 1, as weight gradients do), the first layer's forward from 1024 inputs,
 // and the classifier's weight gradient (1024 classes); the transposes make the other passes.
@@ -1683,7 +1746,8 @@ std::vector<TestGroup> test_groups(bool large) {
           {"layernorm", over<LayernormCase>(test_layernorm, kLayernormCases, 1100)},
           {"embedding", over<EmbeddingCase>(test_embedding, kEmbeddingCases, 1200)},
           {"rmsnorm", over<LayernormCase>(test_rmsnorm, kRmsnormCases, 1300)},
-          {"swiglu", over<SwiGluCase>(test_swiglu, kSwiGluCases, 1400)}};
+          {"swiglu", over<SwiGluCase>(test_swiglu, kSwiGluCases, 1400)},
+          {"rope", over<RopeCase>(test_rope, kRopeCases, 1500)}};
 }
 
 struct Options {

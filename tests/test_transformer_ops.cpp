@@ -433,7 +433,7 @@ TEST_CASE("residual add: out = a + b, into a third buffer or onto an input") {
   check_gradient("add b", b, weights, loss, kFiniteDifferences);
 }
 
-// A Llama's ops: RMSNorm, SwiGLU, RoPE and the embedding without positions.
+// A Llama's ops: RMSNorm, SwiGLU, the embedding without positions and RoPE.
 TEST_CASE("rmsnorm: forward is weight * (x * rstd) and saves rstd; backward accumulates") {
   const float eps = 1e-5f;
   // Off-center rows: unlike LayerNorm, RMSNorm does not take the mean out.
@@ -572,6 +572,53 @@ TEST_CASE("embedding without positions (wpe null): the token's row alone; backwa
   cpu().embedding->embedding_backward(kStream, accumulated.data(), nullptr, weights.data(), tokens.data(), kBatch,
                                       kSeq, kChannels);
   check_close("embedding without positions grad_wte accumulates", accumulated, plus(prior, grad_wte), kAccumulated);
+}
+
+TEST_CASE("rope: each query and key head's halves rotated (rotate_half), the values untouched; backward the transpose") {
+  const trainctl::AttentionShape shape = kGroupedQuery;
+  const int64_t half = shape.head_size / 2, width = shape.qkv_width();
+  std::vector<float> qkv = random_values(kRows * width, 90, 1.5f);
+  const std::vector<float> angles = random_values(kSeq * half, 91, 3.0f);
+  std::vector<float> cos(angles.size()), sin(angles.size());
+  for (size_t i = 0; i < angles.size(); ++i) {
+    cos[i] = std::cos(angles[i]);
+    sin[i] = std::sin(angles[i]);
+  }
+  const std::vector<float> weights = random_values(qkv.size(), 92);
+  auto forward = [&](const std::vector<float>& input) {
+    std::vector<float> out = input;
+    cpu().rope->rope_forward(kStream, out.data(), cos.data(), sin.data(), shape);
+    return out;
+  };
+  const std::vector<float> out = forward(qkv);
+  std::vector<double> expected(qkv.begin(), qkv.end());
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t h = 0; h < shape.heads + shape.kv_heads; ++h)
+      for (int64_t i = 0; i < half; ++i) {
+        const int64_t at = r * width + h * shape.head_size + i, t = r % kSeq;
+        const double x1 = qkv[at], x2 = qkv[at + half], c = cos[t * half + i], s = sin[t * half + i];
+        expected[at] = x1 * c - x2 * s;
+        expected[at + half] = x2 * c + x1 * s;
+      }
+  check_close("rope forward (the value heads as they were)", out, expected, {1e-7, 1e-6});
+  for (int64_t r = 0; r < kRows; ++r) {
+    const auto values = qkv.begin() + r * width + (shape.heads + shape.kv_heads) * shape.head_size;
+    CHECK(std::equal(values, values + shape.kv_heads * shape.head_size,
+                     out.begin() + (values - qkv.begin())));
+  }
+
+  // The op is linear in qkv: the gradient of sum(weights * rope(qkv)) is the backward of weights.
+  std::vector<float> grad = weights;
+  cpu().rope->rope_backward(kStream, grad.data(), cos.data(), sin.data(), shape);
+  check_gradient("rope qkv", qkv, grad, [&] { return weighted_sum(forward(qkv), weights); }, kFiniteDifferences);
+  // cos^2 + sin^2 = 1: the backward undoes the forward.
+  std::vector<float> undone = out;
+  cpu().rope->rope_backward(kStream, undone.data(), cos.data(), sin.data(), shape);
+  check_close("rope backward of forward", undone, qkv, {1e-6, 1e-6});
+
+  std::vector<Bf16> qkv_bf16 = to_bf16(qkv);
+  cpu().rope->rope_forward(kStream, qkv_bf16.data(), cos.data(), sin.data(), shape);
+  CHECK(to_floats(qkv_bf16) == rounded(forward(rounded(qkv))));
 }
 
 TEST_CASE("cross-entropy over a vocabulary of 256, one row per token, its gradient over the logits") {
