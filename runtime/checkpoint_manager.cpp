@@ -14,6 +14,7 @@
 #include "bad_input.h"
 #include "checkpoint_directory.h"
 #include "checkpoint_file.h"
+#include "config_json.h"
 #include "exit_codes.h"
 #include "model_weights.h"
 #include "named_tensors.h"
@@ -348,6 +349,7 @@ std::optional<ResumedCheckpoint> CheckpointManager::resume() {
 void CheckpointManager::initialize_from(const std::string& path) {
   std::vector<float> flat(static_cast<size_t>(model_.parameter_count()));
   if (comm_.rank() == 0) {
+    check_init_from_config(path, spec_.model);
     std::vector<Tensor> tensors;
     try {
       tensors = read_model_weights(path);

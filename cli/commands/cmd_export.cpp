@@ -10,6 +10,7 @@
 
 #include "atomic_file.h"
 #include "commands.h"
+#include "config_json.h"
 #include "named_tensors.h"
 #include "registry.h"
 #include "safetensors.h"
@@ -36,7 +37,7 @@ void add_export_command(CLI::App& app) {
     const std::string tensors_path = options->out + "/model.safetensors";
     const std::string config_path = options->out + "/config.json";
     write_safetensors(tensors_path, checkpoint.model);
-    const nlohmann::json config = model_kind(stored.spec.model).export_config(stored.spec.model);
+    const nlohmann::json config = exported_config_json(stored.spec.model, "float32");
     write_file_atomically(config_path, config.dump(2) + "\n");
     fmt::print("exported {} (step {}, model {}): {} ({} tensors), {}\n", stored.path, checkpoint.meta.step,
                stored.spec.model.kind(), tensors_path, checkpoint.model.size(), config_path);
