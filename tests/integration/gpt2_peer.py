@@ -10,7 +10,9 @@ data file, batch, optimizer settings) it reads from the checkpoint's resolved co
   init CONFIG OUT --seed S  a model.safetensors of the config's GPT-2 from PyTorch's init, named as
                             the Hugging Face Hub's GPT-2 files are (no "transformer." prefix, the
                             causal-mask buffers and the tied lm_head.weight stored too)
-  same-weights CKPT FILE    the checkpoint's weights are the safetensors file's, bitwise
+  same-weights CKPT WEIGHTS [--rounded-to bfloat16]
+                            the checkpoint's weights are those of the safetensors file or Hugging
+                            Face directory (hf_weights.py), bitwise (rounded to bf16 first)
   greedy CKPT --prompt-tokens JSON --tokens N
                             PyTorch's greedy continuation (argmax, the lowest id among equal
                             maxima) of the prompt's tokens, as a JSON list of N tokens
@@ -27,6 +29,8 @@ import h5py
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from hf_weights import read_weights, write_safetensors
 
 TOKEN_FILE_MAGIC, TOKEN_FILE_VERSION, TOKEN_FILE_HEADER_INTS = 20240520, 1, 256
 
@@ -248,32 +252,6 @@ def command_train(args):
         sys.exit(f"FAIL: trainctl's step-{end.step} checkpoint differs from PyTorch by {worst:.3g} > 1e-4 (relative)")
 
 
-def write_safetensors(path, tensors):
-    """The safetensors format by hand (Debian has no safetensors module): an 8-byte little-endian
-    header length, the JSON header padded with spaces to 8 bytes, then each tensor's bytes."""
-    header, blobs, offset = {}, [], 0
-    for name, tensor in tensors.items():
-        blob = tensor.detach().contiguous().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensor.shape), "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (length,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + length])
-    start = 8 + length
-    return {name: torch.from_numpy(np.frombuffer(data[start + entry["data_offsets"][0]:start + entry["data_offsets"][1]],
-                                                 dtype="<f4").reshape(entry["shape"]).copy())
-            for name, entry in header.items() if name != "__metadata__"}
-
-
 def command_init(args):
     with open(args.config, "rb") as f:
         config = tomllib.load(f)
@@ -289,13 +267,15 @@ def command_init(args):
 
 
 def command_same_weights(args):
-    stored = read_safetensors(args.safetensors)
+    stored = read_weights(args.weights)
     weights = Checkpoint(args.checkpoint).weights
     for name, tensor in weights.items():
         theirs = stored.get(name, stored.get(name.removeprefix("transformer.")))
-        if theirs is None or theirs.shape != tensor.shape or not torch.equal(theirs, tensor):
-            sys.exit(f"FAIL: {args.checkpoint}'s {name} is not {args.safetensors}'s, bitwise")
-    print(f"{args.checkpoint}: all {len(weights)} tensors are {args.safetensors}'s, bitwise")
+        if theirs is not None and args.rounded_to:
+            theirs = theirs.to(getattr(torch, args.rounded_to))
+        if theirs is None or theirs.shape != tensor.shape or not torch.equal(theirs.float(), tensor):
+            sys.exit(f"FAIL: {args.checkpoint}'s {name} is not {args.weights}'s, bitwise")
+    print(f"{args.checkpoint}: all {len(weights)} tensors are {args.weights}'s, bitwise")
 
 
 def command_greedy(args):
@@ -357,7 +337,8 @@ def main():
     init.set_defaults(run=command_init)
     same_weights = commands.add_parser("same-weights")
     same_weights.add_argument("checkpoint")
-    same_weights.add_argument("safetensors")
+    same_weights.add_argument("weights", help="a safetensors file or a Hugging Face directory")
+    same_weights.add_argument("--rounded-to", choices=["bfloat16"], help="the weights rounded as torch's .to() does")
     same_weights.set_defaults(run=command_same_weights)
     greedy = commands.add_parser("greedy")
     greedy.add_argument("checkpoint")
