@@ -10,9 +10,11 @@ namespace trainctl {
 namespace {
 
 // LlamaConfig's fields for the tensors' LlamaForCausalLM names: each [model] key's counterpart
-// (llama_spec.h), the fixed parts of the architecture (SiLU, no biases, no dropout), and
-// max_position_embeddings, which trainctl does not have, as the context it trained at.
-nlohmann::json llama_hugging_face_config(const ModelSpec& spec) {
+// (llama_spec.h) with what transformers takes when config.json lacks it (head_dim and
+// num_key_value_heads derived from the fields compared before them), the fixed parts of the
+// architecture (SiLU, no biases, no dropout), and max_position_embeddings, which trainctl does not
+// have, as the context it trains at.
+std::vector<ConfigJsonField> llama_config_json(const ModelSpec& spec) {
   const auto& llama = spec.as<LlamaSpec>();
   nlohmann::json rope_scaling = nullptr;
   if (llama.rope_scaling)
@@ -24,25 +26,25 @@ nlohmann::json llama_hugging_face_config(const ModelSpec& spec) {
         {"original_max_position_embeddings", llama.rope_scaling->original_max_position_embeddings},
     };
   return {
-      {"architectures", nlohmann::json::array({"LlamaForCausalLM"})},
-      {"model_type", "llama"},
-      {"num_hidden_layers", llama.n_layer},
-      {"hidden_size", llama.n_embd},
-      {"num_attention_heads", llama.n_head},
-      {"num_key_value_heads", llama.n_kv_head},
-      {"head_dim", llama.head_dim},
-      {"intermediate_size", llama.intermediate_size},
-      {"vocab_size", llama.vocab_size},
-      {"max_position_embeddings", llama.block_size},
-      {"rope_theta", llama.rope_theta},
-      {"rope_scaling", rope_scaling},
-      {"rms_norm_eps", llama.rms_norm_eps},
-      {"tie_word_embeddings", llama.tie_embeddings},
-      {"hidden_act", "silu"},
-      {"attention_bias", false},
-      {"mlp_bias", false},
-      {"attention_dropout", 0.0},
-      {"initializer_range", 0.02},
+      {"architectures", nlohmann::json::array({"LlamaForCausalLM"}), "", std::nullopt},
+      {"model_type", "llama", "", std::nullopt},
+      {"num_hidden_layers", llama.n_layer, "n_layer", 32},
+      {"hidden_size", llama.n_embd, "n_embd", 4096},
+      {"num_attention_heads", llama.n_head, "n_head", 32},
+      {"num_key_value_heads", llama.n_kv_head, "n_kv_head", llama.n_head},
+      {"head_dim", llama.head_dim, "head_dim", llama.n_embd / llama.n_head},
+      {"intermediate_size", llama.intermediate_size, "intermediate_size", 11008},
+      {"vocab_size", llama.vocab_size, "vocab_size", 32000},
+      {"max_position_embeddings", llama.block_size, "", std::nullopt},
+      {"rope_theta", llama.rope_theta, "rope_theta", 10000.0},
+      {"rope_scaling", rope_scaling, "rope_scaling", nullptr},
+      {"rms_norm_eps", llama.rms_norm_eps, "rms_norm_eps", 1e-6},
+      {"tie_word_embeddings", llama.tie_embeddings, "tie_embeddings", false},
+      {"hidden_act", "silu", "", std::nullopt},
+      {"attention_bias", false, "", std::nullopt},
+      {"mlp_bias", false, "", std::nullopt},
+      {"attention_dropout", 0.0, "", std::nullopt},
+      {"initializer_range", 0.02, "", std::nullopt},
   };
 }
 
@@ -58,7 +60,7 @@ const ModelKind& llama_kind() {
       open_tokens_of<LlamaSpec>,
       check_tokens_of<LlamaSpec>,
       tokens_footprint_of<LlamaSpec>,
-      llama_hugging_face_config,
+      llama_config_json,
   };
   return kind;
 }

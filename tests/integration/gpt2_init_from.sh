@@ -66,7 +66,7 @@ expect_init_error bytes "train.init_from: $work/hub.safetensors holds wte.weight
 expect_init_error missing "train.init_from: cannot read $work/missing.safetensors: No such file or directory" \
   train.init_from='"missing.safetensors"'
 head -c 100000 hub.safetensors >cut.safetensors
-expect_init_error cut "train.init_from: $work/cut.safetensors: tensor wte.weight ends at byte 6432896 of the data, which has 97144 (truncated)" \
+expect_init_error cut "train.init_from: $work/cut.safetensors: tensor wte.weight ends at byte 6432896 of the data, which has 97112 (truncated)" \
   train.init_from='"cut.safetensors"'
 
 # docs/gpt2.md's fine-tuning example, with its own config file: weights exported from a run of the

@@ -3,7 +3,7 @@ written here (no transformers) with the parameter names and layouts of Hugging F
 GPT2LMHeadModel (Conv1D weights [in, out], the LM head tied to transformer.wte), so that a
 trainctl checkpoint loads with load_state_dict(strict=True). Everything else it needs (shape,
 data file, batch, optimizer settings) it reads from the checkpoint's resolved config; what the
-peers share (the commands loss, train, sample and greedy among them) is peer_lib.py's.
+peers share (the commands loss, train, sample, greedy and same-weights among them) is peer_lib.py's.
   loss CKPT --expect L      the mean loss of the batch of the checkpoint's next step, to 1e-5
   train START END [--metrics FILE]
                             AdamW from START over the same unshuffled batches, against END, to 1e-4
@@ -12,7 +12,9 @@ peers share (the commands loss, train, sample and greedy among them) is peer_lib
   init CONFIG OUT --seed S  a model.safetensors of the config's GPT-2 from PyTorch's init, named as
                             the Hugging Face Hub's GPT-2 files are (no "transformer." prefix, the
                             causal-mask buffers and the tied lm_head.weight stored too)
-  same-weights CKPT FILE    the checkpoint's weights are the safetensors file's, bitwise
+  same-weights CKPT WEIGHTS [--rounded-to bfloat16]
+                            the checkpoint's weights are those of the safetensors file or Hugging
+                            Face directory (hf_weights.py), bitwise (rounded to bf16 first)
   greedy CKPT --prompt-tokens JSON --tokens N
                             PyTorch's greedy continuation (argmax, the lowest id among equal
                             maxima) of the prompt's tokens, as a JSON list of N tokens
@@ -25,7 +27,8 @@ import tomllib
 import torch
 import torch.nn.functional as F
 
-from peer_lib import Checkpoint, add_common_commands, cross_entropy, read_safetensors, write_safetensors
+from hf_weights import write_safetensors
+from peer_lib import Checkpoint, add_common_commands, cross_entropy
 
 
 class Conv1D(torch.nn.Module):
@@ -145,16 +148,6 @@ def command_init(args):
     print(f"wrote {args.out}: {len(tensors)} tensors")
 
 
-def command_same_weights(args):
-    stored = read_safetensors(args.safetensors)
-    weights = Checkpoint(args.checkpoint, gpt2_of).weights
-    for name, tensor in weights.items():
-        theirs = stored.get(name, stored.get(name.removeprefix("transformer.")))
-        if theirs is None or theirs.shape != tensor.shape or not torch.equal(theirs, tensor):
-            sys.exit(f"FAIL: {args.checkpoint}'s {name} is not {args.safetensors}'s, bitwise")
-    print(f"{args.checkpoint}: all {len(weights)} tensors are {args.safetensors}'s, bitwise")
-
-
 def main():
     torch.set_num_threads(1)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -165,10 +158,6 @@ def main():
     init.add_argument("out")
     init.add_argument("--seed", type=int, required=True)
     init.set_defaults(run=command_init)
-    same_weights = commands.add_parser("same-weights")
-    same_weights.add_argument("checkpoint")
-    same_weights.add_argument("safetensors")
-    same_weights.set_defaults(run=command_same_weights)
     args = parser.parse_args()
     args.run(args)
 

@@ -1,4 +1,4 @@
-"""PyTorch's side of llama_pytorch.sh, and the model of scripts/bench_gpu_llama.py: Hugging Face's
+"""PyTorch's side of llama_pytorch.sh, and the model of scripts/bench_gpu_lm.py: Hugging Face's
 LlamaForCausalLM written here (no transformers: Debian has none) as transformers computes it in
 fp32, with its parameter names and layouts (nn.Linear weights [out, in], no biases), so that a
 trainctl checkpoint or a Hugging Face directory loads with load_state_dict(strict=True):
@@ -39,8 +39,9 @@ import tomllib
 import torch
 import torch.nn.functional as F
 
+from hf_weights import DTYPES, INDEX, index_text, read_weights, shard_names, split_into_files, write_safetensors
 from peer_lib import (Checkpoint, add_common_commands, check_checkpoint_sample, check_sample, check_tensors,
-                      check_training, cross_entropy, logged_losses, read_safetensors, safetensors_bytes)
+                      check_training, cross_entropy, logged_losses)
 
 # A [model] key of trainctl's and the LlamaConfig field of config.json it maps to.
 CONFIG_FIELDS = {"n_layer": "num_hidden_layers", "n_embd": "hidden_size", "n_head": "num_attention_heads",
@@ -206,12 +207,7 @@ def llama_of_directory(directory, block_size):
     spec = llama_spec({key: hf[field] for key, field in CONFIG_FIELDS.items() if field in hf} |
                       {"block_size": block_size})
     model = Llama(spec)
-    index = directory / "model.safetensors.index.json"
-    files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.exists() else ["model.safetensors"]
-    tensors = {}
-    for name in files:
-        tensors.update(read_safetensors(directory / name))
-    model.load_state_dict(tensors, strict=True)
+    model.load_state_dict({name: tensor.float() for name, tensor in read_weights(str(directory)).items()}, strict=True)
     return model
 
 
@@ -230,19 +226,12 @@ def write_directory(config_path, directory, seed, dtype, shards):
     directory = pathlib.Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(hf, indent=2))
-    tensors = model.state_dict()
-    if shards == 1:
-        (directory / "model.safetensors").write_bytes(safetensors_bytes(tensors, dtype))
-    else:
-        # Tensors in order, a shard taking the next len / shards of them.
-        names = list(tensors)
-        weight_map = {}
-        for shard in range(shards):
-            part = names[shard * len(names) // shards:(shard + 1) * len(names) // shards]
-            file = f"model-{shard + 1:05d}-of-{shards:05d}.safetensors"
-            (directory / file).write_bytes(safetensors_bytes({name: tensors[name] for name in part}, dtype))
-            weight_map |= {name: file for name in part}
-        (directory / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    tensors = {name: tensor.to(DTYPES[dtype]) for name, tensor in model.state_dict().items()}
+    split = split_into_files(tensors, shards)
+    for file, names in zip(shard_names(len(split)), split):
+        write_safetensors(str(directory / file), {name: tensors[name] for name in names})
+    if len(split) > 1:
+        (directory / INDEX).write_text(index_text(split, tensors))
     print(f"wrote {directory}: {len(tensors)} tensors in {dtype}, {shards} file(s)")
 
 
