@@ -25,7 +25,11 @@
 // attention, LayerNorm, the embedding and an optimizer step over 124M parameters; in f32 and
 // bf16; and Llama 3.2 1B's attention (4 x 2048 tokens, 32 query heads of 64 in 8 groups). The CPU
 // reference takes a while there (about 30 TFLOP of OpenBLAS GEMMs), so meson's test
-// leaves them out; scripts/gpu_check.sh runs them on the GPU machine.
+// leaves them out; scripts/gpu_check.sh runs them on the GPU machine. `--llama` runs Llama 3.2
+// 1B's shapes likewise (4 x 2048 tokens, 2048 wide, q, k and v 3072, an MLP of 8192, a vocabulary
+// of 128256): its GEMMs forward and backward in bf16 (about 15 TFLOP on the CPU), the loss,
+// grouped-query attention, RMSNorm, SwiGLU, RoPE and the embedding without positions
+// (gpu_check.sh's llama step).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -848,6 +852,8 @@ constexpr LossCase kLossCases[] = {{1, 1, false},         {3, 5, false},      {1
                                    {9000, 8, false},      {257, 37, false, 0, 40}, {129, 10, true, 0, 13}};
 // GPT-2 124M's: 8 sequences of 1024 tokens over its vocabulary of 50257, padded to 50304.
 constexpr LossCase kGpt2LossCases[] = {{8192, 50257, false, 0, 50304}};
+// Llama 3.2 1B's: 4 sequences of 2048 tokens over its vocabulary of 128256.
+constexpr LossCase kLlamaLossCases[] = {{8192, 128256, false}};
 
 // The loss works over its logits in place and accumulates into its device scalars: each run
 // starts from the same logits and from accumulators that already hold something.
@@ -1298,6 +1304,8 @@ constexpr LayernormCase kLayernormCases[] = {{1, 1}, {3, 7}, {129, 64}, {129, 70
 constexpr LayernormCase kGpt2LayernormCases[] = {{8192, 768}};
 // RMSNorm runs LayerNorm's kernels without the centring: fewer cases, one of 18 row blocks.
 constexpr LayernormCase kRmsnormCases[] = {{1, 1}, {3, 7}, {129, 70}, {1100, 64}};
+// Llama 3.2 1B's: 4 sequences of 2048 tokens, 2048 wide.
+constexpr LayernormCase kLlamaRmsnormCases[] = {{8192, 2048}};
 
 // LayerNorm (mean and bias) or RMSNorm (neither), each call as the norm family's op of its kind.
 enum class NormKind { kLayerNorm, kRmsNorm };
@@ -1436,28 +1444,33 @@ void test_rmsnorm(const Gpu& gpu, Checker& checker, std::span<const LayernormCas
 // position, and onto its position's row of grad_wpe in increasing batch, as the CPU does: the
 // same float additions in the same order, so bitwise equal (kExact), repeated tokens included.
 // Without positions (wpe and grad_wpe null, a Llama's), the forward copies the token's row.
+// Whether a case runs with positions (GPT-2's), without (a Llama's), or both.
+enum class Positions { kBoth, kWith, kWithout };
 struct EmbeddingCase {
   int64_t batch, seq, channels, vocab;
+  Positions positions = Positions::kBoth;
 };
 // Vocabularies of 1 and 5 (every token repeated many times), 17, and GPT-2's 50257 (tokens
 // mostly distinct); all but the first over 64 positions, one tile of the kernel that finds
 // equal tokens; 7 and 70 channels are not whole float4s, 1028 is two blocks of 256 float4s.
+// Without positions the kernels skip a launch: GPT-2's vocabulary adds nothing to see there.
 constexpr EmbeddingCase kEmbeddingCases[] = {{1, 1, 1, 1},    {3, 43, 7, 5},     {1, 129, 64, 5},
-                                             {4, 129, 70, 5}, {2, 65, 1028, 17}, {2, 300, 96, 50257}};
+                                             {4, 129, 70, 5}, {2, 65, 1028, 17}, {2, 300, 96, 50257, Positions::kWith}};
 // GPT-2 124M's: 8 sequences of 1024 tokens, 768 wide.
-constexpr EmbeddingCase kGpt2EmbeddingCases[] = {{8, 1024, 768, 50257}};
+constexpr EmbeddingCase kGpt2EmbeddingCases[] = {{8, 1024, 768, 50257, Positions::kWith}};
+// Llama 3.2 1B's: 4 sequences of 2048 tokens, 2048 wide, its vocabulary of 128256.
+constexpr EmbeddingCase kLlamaEmbeddingCases[] = {{4, 2048, 2048, 128256, Positions::kWithout}};
 
 void test_embedding(const Gpu& gpu, Checker& checker, std::span<const EmbeddingCase> cases, uint64_t seed) {
   // wpe has rows past seq, which backward must leave as they are.
   constexpr int64_t kExtraPositions = 3;
   const trainctl::EmbeddingOps& ops = *gpu.device.embedding;
   const trainctl::EmbeddingOps& ref_ops = *cpu().embedding;
-  for (const auto [batch, seq, channels, vocab] : cases)
+  for (const auto [batch, seq, channels, vocab, positions] : cases)
     // Offset 1: no row 16-byte aligned, so the kernels move one float at a time.
     for (size_t offset : {size_t{0}, size_t{1}})
       for (bool with_positions : {true, false}) {
-        // Without positions the kernels skip a launch: GPT-2's vocabulary adds nothing to see.
-        if (!with_positions && vocab > 1000) continue;
+        if (positions == (with_positions ? Positions::kWithout : Positions::kWith)) continue;
         const auto positions = static_cast<size_t>(batch * seq);
         const auto out_size = static_cast<size_t>(batch * seq * channels);
         const auto wte_size = static_cast<size_t>(vocab * channels);
@@ -1532,6 +1545,8 @@ struct SwiGluCase {
 // more than one row (kernel_common.cuh's row tiles), 1100 columns more than one column tile.
 constexpr SwiGluCase kSwiGluCases[] = {{1, 1}, {3, 7}, {129, 64}, {129, 70}, {129, 64, 1}, {33, 4}, {4099, 64},
                                        {5, 1100}};
+// Llama 3.2 1B's MLP: 4 x 2048 tokens, 8192 wide.
+constexpr SwiGluCase kLlamaSwiGluCases[] = {{8192, 8192}};
 
 void test_swiglu(const Gpu& gpu, Checker& checker, std::span<const SwiGluCase> cases, uint64_t seed) {
   for (ElementType type : kElementTypes)
@@ -1595,6 +1610,8 @@ struct RopeCase {
 // 128 (two columns per lane of a head's warp); offset 1 in both types.
 constexpr RopeCase kRopeCases[] = {{{1, 1, 1, 1, 2}}, {{2, 5, 3, 1, 8}},   {{2, 37, 4, 2, 64}},
                                    {{1, 129, 6, 2, 32}}, {{1, 17, 2, 2, 128}}, {{2, 5, 3, 1, 8}, 1}};
+// Llama 3.2 1B's: 4 sequences of 2048 tokens, 32 query heads of 64 in 8 groups.
+constexpr RopeCase kLlamaRopeCases[] = {{{4, 2048, 32, 8, 64}}};
 
 void test_rope(const Gpu& gpu, Checker& checker, std::span<const RopeCase> cases, uint64_t seed) {
   for (ElementType type : kElementTypes)
@@ -1670,6 +1687,19 @@ struct ModelGemm {
   bool float_c = false;
 };
 
+// Each of `gemms` in each of `precisions`, its random inputs from `seed` on.
+void run_model_gemms(const Gpu& gpu, Checker& checker, std::span<const ModelGemm> gemms,
+                     std::span<const ElementType> precisions, uint64_t seed) {
+  for (ElementType precision : precisions)
+    for (const ModelGemm& model_gemm : gemms) {
+      const GemmTypes types{precision, model_gemm.float_c ? kF32 : precision};
+      Gemm gemm = gemm_of_case(model_gemm.shape, model_gemm.transpose_a, model_gemm.transpose_b);
+      gemm.epilogue = model_gemm.epilogue;
+      gemm.ld_aux = model_gemm.ld_aux;
+      test_gemm(gpu, checker, types, model_gemm.shape, gemm, random_gemm_tensors(types, gemm, seed));
+    }
+}
+
 // The benchmark MLP's hidden layer (batch 8192, 8192 wide) and GPT-2 124M's GEMMs (8192 rows, 768
 // wide, the vocabulary padded to 50304), forward and backward, each in the types an f32 run and a
 // bf16 run give it.
@@ -1694,15 +1724,33 @@ void test_model_gemms(const Gpu& gpu, Checker& checker) {
       {false, false, {.m = kRows, .n = kChannels, .k = kVocab}, Epilogue::kNone},
       {true, false, {.m = kVocab, .n = kChannels, .k = kRows, .beta = 1.0f}, Epilogue::kNone, 0, true},
   };
-  uint64_t seed = 820;
-  for (ElementType precision : kElementTypes)
-    for (const ModelGemm& model_gemm : gemms) {
-      const GemmTypes types{precision, model_gemm.float_c ? kF32 : precision};
-      Gemm gemm = gemm_of_case(model_gemm.shape, model_gemm.transpose_a, model_gemm.transpose_b);
-      gemm.epilogue = model_gemm.epilogue;
-      gemm.ld_aux = model_gemm.ld_aux;
-      test_gemm(gpu, checker, types, model_gemm.shape, gemm, random_gemm_tensors(types, gemm, seed));
-    }
+  run_model_gemms(gpu, checker, gemms, kElementTypes, 820);
+}
+
+// Llama 3.2 1B's GEMMs (8192 rows, 2048 wide, q, k and v 3072 together, gate and up 2 x 8192,
+// the vocabulary of 128256), forward and backward, in the types a bf16 run gives them (the
+// precision it is trained in).
+void test_llama_gemms(const Gpu& gpu, Checker& checker) {
+  constexpr int64_t kRows = 8192, kChannels = 2048, kQkv = 3072, kMlp = 8192, kVocab = 128256;
+  const ModelGemm gemms[] = {
+      // Forward, nn.Linear's x W^T: qkv, o, gate and up, down, the head.
+      {false, true, {.m = kRows, .n = kQkv, .k = kChannels}, Epilogue::kNone},
+      {false, true, {.m = kRows, .n = kChannels, .k = kChannels}, Epilogue::kNone},
+      {false, true, {.m = kRows, .n = 2 * kMlp, .k = kChannels}, Epilogue::kNone},
+      {false, true, {.m = kRows, .n = kChannels, .k = kMlp}, Epilogue::kNone},
+      {false, true, {.m = kRows, .n = kVocab, .k = kChannels}, Epilogue::kNone},
+      // Backward: each weight's gradient dY^T X into float, accumulating, and the input's dY W.
+      {true, false, {.m = kChannels, .n = kMlp, .k = kRows, .beta = 1.0f}, Epilogue::kNone, 0, true},
+      {false, false, {.m = kRows, .n = kMlp, .k = kChannels}, Epilogue::kNone},
+      {true, false, {.m = 2 * kMlp, .n = kChannels, .k = kRows, .beta = 1.0f}, Epilogue::kNone, 0, true},
+      {false, false, {.m = kRows, .n = kChannels, .k = 2 * kMlp}, Epilogue::kNone},
+      {true, false, {.m = kQkv, .n = kChannels, .k = kRows, .beta = 1.0f}, Epilogue::kNone, 0, true},
+      {false, false, {.m = kRows, .n = kChannels, .k = kQkv}, Epilogue::kNone},
+      {true, false, {.m = kVocab, .n = kChannels, .k = kRows, .beta = 1.0f}, Epilogue::kNone, 0, true},
+      {false, false, {.m = kRows, .n = kChannels, .k = kVocab}, Epilogue::kNone},
+  };
+  constexpr ElementType kBf16Only[] = {kBf16};
+  run_model_gemms(gpu, checker, gemms, kBf16Only, 870);
 }
 
 struct TestGroup {
@@ -1717,9 +1765,22 @@ std::function<void(const Gpu&, Checker&)> over(void (*test)(const Gpu&, Checker&
   return [=](const Gpu& gpu, Checker& checker) { test(gpu, checker, cases, seed); };
 }
 
-// The groups of the default run, and of --large: the benchmark MLP's shapes and GPT-2 124M's.
-std::vector<TestGroup> test_groups(bool large) {
-  if (large)
+// Which shapes a run takes: the default's, --large's (the benchmark MLP's and GPT-2 124M's) or
+// --llama's (Llama 3.2 1B's).
+enum class Shapes { kDefault, kLarge, kLlama };
+
+// The groups of each run.
+std::vector<TestGroup> test_groups(Shapes shapes) {
+  if (shapes == Shapes::kLlama)
+    return {{"gemm_model", test_llama_gemms},
+            {"softmax_cross_entropy", over<LossCase>(test_softmax_cross_entropy, kLlamaLossCases, 1600)},
+            // --large's last case: Llama 3.2 1B's.
+            {"attention", over<AttentionCase>(test_attention, std::span(kLargeAttentionCases).last(1), 1610)},
+            {"rmsnorm", over<LayernormCase>(test_rmsnorm, kLlamaRmsnormCases, 1620)},
+            {"swiglu", over<SwiGluCase>(test_swiglu, kLlamaSwiGluCases, 1630)},
+            {"rope", over<RopeCase>(test_rope, kLlamaRopeCases, 1640)},
+            {"embedding", over<EmbeddingCase>(test_embedding, kLlamaEmbeddingCases, 1650)}};
+  if (shapes == Shapes::kLarge)
     return {{"gemm", test_benchmark_gemms},
             {"gemm_model", test_model_gemms},
             {"activation_forward", over<ActivationCase>(test_activation_forward, kBenchmarkActivationCases, 850)},
@@ -1751,16 +1812,18 @@ std::vector<TestGroup> test_groups(bool large) {
 }
 
 struct Options {
-  bool large = false;
+  Shapes shapes = Shapes::kDefault;
   std::string only;  // one group's name; all when empty
 };
 
-// Parses [--large] [--only GROUP] [--schedules FIRST,SECOND]; false on anything else.
+// Parses [--large | --llama] [--only GROUP] [--schedules FIRST,SECOND]; false on anything else.
 bool parse_options(int argc, char** argv, Options& options) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--large") {
-      options.large = true;
+      options.shapes = Shapes::kLarge;
+    } else if (arg == "--llama") {
+      options.shapes = Shapes::kLlama;
     } else if (arg == "--only" && i + 1 < argc) {
       options.only = argv[++i];
     } else if (arg == "--schedules" && i + 1 < argc) {
@@ -1782,7 +1845,7 @@ bool parse_options(int argc, char** argv, Options& options) {
 int main(int argc, char** argv) {
   Options options;
   if (!parse_options(argc, argv, options)) {
-    std::fprintf(stderr, "usage: %s [--large] [--only GROUP] [--schedules FIRST,SECOND]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--large | --llama] [--only GROUP] [--schedules FIRST,SECOND]\n", argv[0]);
     return 2;
   }
   const Device* cuda = nullptr;
@@ -1807,7 +1870,7 @@ int main(int argc, char** argv) {
 
   Checker checker;
   bool found = options.only.empty();
-  for (const TestGroup& group : test_groups(options.large)) {
+  for (const TestGroup& group : test_groups(options.shapes)) {
     if (!options.only.empty() && options.only != group.name) continue;
     found = true;
     const auto start = std::chrono::steady_clock::now();
