@@ -19,7 +19,8 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "integration"))
 from bench_gpu_mlp import peak_flops  # noqa: E402
-from gpt2_peer import Attention, adamw, gpt2_of, read_tokens, step_batch, train_settings  # noqa: E402
+from gpt2_peer import Attention, gpt2_of  # noqa: E402
+from peer_lib import adamw, read_tokens, step_batch, train_settings  # noqa: E402
 
 
 def flops_per_token(model, config):

@@ -23,7 +23,8 @@
 // them with their epilogues, and the activations over 8192 x 8192; and GPT-2 124M's (8 x 1024
 // tokens, 768 wide, 12 heads, vocabulary 50257): its GEMMs with their epilogues, the loss,
 // attention, LayerNorm, the embedding and an optimizer step over 124M parameters; in f32 and
-// bf16. The CPU reference takes a while there (about 30 TFLOP of OpenBLAS GEMMs), so meson's test
+// bf16; and Llama 3.2 1B's attention (4 x 2048 tokens, 32 query heads of 64 in 8 groups). The CPU
+// reference takes a while there (about 30 TFLOP of OpenBLAS GEMMs), so meson's test
 // leaves them out; scripts/gpu_check.sh runs them on the GPU machine.
 #include <fmt/format.h>
 
@@ -1161,41 +1162,55 @@ constexpr Tolerance kAttentionBackward = kGemmFp32;
 // flips of values within a fraction of an ulp; a masking or indexing error shows as 1e-1 or more.
 constexpr Tolerance kFlashForward{2e-3, 0.0};
 constexpr Tolerance kFlashBackward{4e-3, 0.0};
+// Grouped-query attention sums a key/value head's dK and dV over the query heads of its group, each
+// head's part off by up to kFlashBackward, so the absolute part grows with the group size: measured
+// (2026-11-29, the CPU implementation of CUDA) 4.4e-3 at |ref| 0.07 for 4 query heads sharing one
+// key/value head, and one bf16 ulp of the result elsewhere. In fp32 a group adds at most 4 x 70
+// products to a sum, far below kAttentionBackward's depth.
+Tolerance flash_backward_tolerance(const trainctl::AttentionShape& shape) {
+  return {kFlashBackward.abs * static_cast<double>(shape.group_size()), kFlashBackward.rel};
+}
 
-// Whether a case takes the tensor cores in bf16 (flash_attention.cuh's flash::usable, whose
-// alignment the tests' tensors meet).
-bool on_tensor_cores(ElementType type, int64_t channels, int64_t heads) {
-  const int64_t head_size = channels / heads;
-  return type == kBf16 && channels % 8 == 0 &&
-         (head_size == 16 || head_size == 32 || head_size == 64 || head_size == 128);
+// Whether a case takes the tensor cores in bf16 (flash_attention.cu's flash_attention_usable,
+// whose alignment the tests' tensors meet).
+bool on_tensor_cores(ElementType type, int64_t head_size) {
+  return type == kBf16 && (head_size == 16 || head_size == 32 || head_size == 64 || head_size == 128);
 }
 
 struct AttentionCase {
-  int64_t batch, seq, channels, heads;
+  trainctl::AttentionShape shape;
   bool bf16_only = false;  // the tensor cores' own edges, which f32 (on CUDA cores) need not repeat
 };
-// Head sizes 8, 16, 10 (not a multiple of 4), 64 (GPT-2's), 96 and 128; seq across tile edges (32
-// keys on CUDA cores, 64 on tensor cores). For the tensor cores, head sizes 64 and 128 at T 1, 63,
-// 64, 65; and at 1024 (kLongAttentionCases).
+// Multi-head ({batch, seq, heads, kv_heads = heads, head size}): head sizes 8, 16, 10 (not a
+// multiple of 4), 64 (GPT-2's), 96 and 128; seq across tile edges (32 keys on CUDA cores, 64 on
+// tensor cores). For the tensor cores, head sizes 64 and 128 at T 1, 63, 64, 65; and at 1024
+// (kLongAttentionCases).
 constexpr AttentionCase kAttentionCases[] = {
-    {1, 1, 8, 1},         {2, 37, 48, 3},       {1, 45, 30, 3},          {1, 129, 128, 2},
-    {1, 70, 192, 2},      {1, 64, 256, 2},      {2, 1, 128, 2, true},    {2, 63, 128, 2, true},
-    {2, 65, 128, 2, true}, {2, 1, 256, 2, true}, {2, 63, 256, 2, true},   {2, 65, 256, 2, true}};
+    {{1, 1, 1, 1, 8}},          {{2, 37, 3, 3, 16}},        {{1, 45, 3, 3, 10}},        {{1, 129, 2, 2, 64}},
+    {{1, 70, 2, 2, 96}},        {{1, 64, 2, 2, 128}},       {{2, 1, 2, 2, 64}, true},   {{2, 63, 2, 2, 64}, true},
+    {{2, 65, 2, 2, 64}, true},  {{2, 1, 2, 2, 128}, true},  {{2, 63, 2, 2, 128}, true}, {{2, 65, 2, 2, 128}, true}};
 // The tensor cores over 1024 positions, at batch 1 and one head to keep the sanitized run short:
 // still three quarters of attention's time, so a group of their own (attention_1024), which the
 // mutations of the CUDA cores' attention (tests/cuda_mutations.py) do not wait for.
-constexpr AttentionCase kLongAttentionCases[] = {{1, 1024, 64, 1, true}, {1, 1024, 128, 1, true}};
-// GPT-2 124M's: 4 sequences of 1024 tokens, 12 heads of 64; and 4 of 2048, 16 heads of 128.
-constexpr AttentionCase kGpt2AttentionCases[] = {{4, 1024, 768, 12}, {4, 2048, 2048, 16}};
+constexpr AttentionCase kLongAttentionCases[] = {{{1, 1024, 1, 1, 64}, true}, {{1, 1024, 1, 1, 128}, true}};
+// Grouped-query: 6 query heads in 2 groups of 3, of 32; 4 query heads sharing one key/value head
+// (multi-query), of 64; 4 in 2 groups, of 128 (Llama's head sizes); on tensor cores in bf16 and on
+// CUDA cores in f32, seq across the tiles of both.
+constexpr AttentionCase kGroupedQueryCases[] = {{{2, 70, 6, 2, 32}}, {{1, 65, 4, 1, 64}}, {{1, 65, 4, 2, 128}}};
+// The large shapes: GPT-2 124M's, 4 sequences of 1024 tokens, 12 heads of 64; 4 of 2048, 16 heads
+// of 128; and Llama 3.2 1B's attention, 4 of 2048, 32 query heads of 64 in 8 groups.
+constexpr AttentionCase kLargeAttentionCases[] = {
+    {{4, 1024, 12, 12, 64}}, {{4, 2048, 16, 16, 128}}, {{4, 2048, 32, 8, 64}}};
 
 void test_attention(const Gpu& gpu, Checker& checker, std::span<const AttentionCase> cases, uint64_t seed) {
   const trainctl::AttentionOps& ops = *gpu.device.attention;
   const trainctl::AttentionOps& ref_ops = *cpu().attention;
   for (ElementType type : kElementTypes)
-    for (const auto [batch, seq, channels, heads, bf16_only] : cases) {
+    for (const auto [shape, bf16_only] : cases) {
       if (bf16_only && type != kBf16) continue;
-      const auto qkv_size = static_cast<size_t>(batch * seq * 3 * channels);
-      const auto out_size = static_cast<size_t>(batch * seq * channels);
+      const auto [batch, seq, heads, kv_heads, head_size] = shape;
+      const auto qkv_size = static_cast<size_t>(batch * seq * shape.qkv_width());
+      const auto out_size = static_cast<size_t>(batch * seq * shape.out_width());
       const auto lse_size = static_cast<size_t>(batch * heads * seq);
       const HostTensor qkv = random_tensor(type, qkv_size, -1.0f, 1.0f, ++seed);
       const HostTensor grad_out = random_tensor(type, out_size, -1.0f, 1.0f, ++seed);
@@ -1203,21 +1218,21 @@ void test_attention(const Gpu& gpu, Checker& checker, std::span<const AttentionC
       const HostTensor grad_qkv_init = random_tensor(type, qkv_size, -1.0f, 1.0f, ++seed);
       HostTensor ref_out(type, std::vector<float>(out_size)), ref_grad_qkv(type, std::vector<float>(qkv_size));
       std::vector<float> ref_lse(lse_size);
-      ref_ops.attention_forward(kCpuStream, ref_out.data(), ref_lse.data(), qkv.data(), batch, seq, channels, heads);
+      ref_ops.attention_forward(kCpuStream, ref_out.data(), ref_lse.data(), qkv.data(), shape);
       // Backward on both sides from the CPU's out and lse, so that it is compared on its own.
       ref_ops.attention_backward(kCpuStream, ref_grad_qkv.data(), grad_out.data(), qkv.data(), ref_out.data(),
-                                 ref_lse.data(), batch, seq, channels, heads);
+                                 ref_lse.data(), shape);
 
       DeviceTensor device_qkv(gpu, qkv), device_grad_out(gpu, grad_out),
           out(gpu, HostTensor(type, std::vector<float>(out_size))), ref_out_copy(gpu, ref_out),
           grad_qkv(gpu, grad_qkv_init);
       DeviceCopy<float> lse(gpu, std::vector<float>(lse_size)), ref_lse_copy(gpu, ref_lse);
       const auto forward = [&] {
-        ops.attention_forward(gpu.stream, out.get(), lse.get(), device_qkv.get(), batch, seq, channels, heads);
+        ops.attention_forward(gpu.stream, out.get(), lse.get(), device_qkv.get(), shape);
       };
       const auto backward = [&] {
         ops.attention_backward(gpu.stream, grad_qkv.get(), device_grad_out.get(), device_qkv.get(),
-                               ref_out_copy.get(), ref_lse_copy.get(), batch, seq, channels, heads);
+                               ref_out_copy.get(), ref_lse_copy.get(), shape);
       };
       struct Result {
         std::vector<float> out, lse, grad_qkv;
@@ -1229,15 +1244,14 @@ void test_attention(const Gpu& gpu, Checker& checker, std::span<const AttentionC
         return Result{out.read(), lse.read(), grad_qkv.read()};
       };
       const Result first = first_run(run), second = second_run(run);
-      const bool tensor_cores = on_tensor_cores(type, channels, heads);
-      const std::string name =
-          fmt::format("attention {} B={} T={} C={} H={} (d={}{})", type_name(type), batch, seq, channels, heads,
-                      channels / heads, tensor_cores ? ", tensor cores" : "");
+      const bool tensor_cores = on_tensor_cores(type, head_size);
+      const std::string name = fmt::format("attention {} B={} T={} H={} KV={} (d={}{})", type_name(type), batch, seq,
+                                           heads, kv_heads, head_size, tensor_cores ? ", tensor cores" : "");
       checker.compare(name + " out", first.out, ref_out.floats(),
                       stored_in(type, tensor_cores ? kFlashForward : kAttentionForward));
       checker.compare(name + " lse", first.lse, ref_lse, kAttentionForward);
       checker.compare(name + " grad_qkv", first.grad_qkv, ref_grad_qkv.floats(),
-                      stored_in(type, tensor_cores ? kFlashBackward : kAttentionBackward));
+                      stored_in(type, tensor_cores ? flash_backward_tolerance(shape) : kAttentionBackward));
       checker.check_deterministic(name + " out", first.out, second.out);
       checker.check_deterministic(name + " lse", first.lse, second.lse);
       checker.check_deterministic(name + " grad_qkv", first.grad_qkv, second.grad_qkv);
@@ -1249,20 +1263,20 @@ void test_attention(const Gpu& gpu, Checker& checker, std::span<const AttentionC
     }
 }
 
-// LayerNorm, x in [-1, 3] (rows off centre, so that the variance's two passes matter), the
-// residual's addend, weight, bias and grad_out in [-1, 1], eps 1e-5. Both sides sum the row
-// statistics (mean, variance, the backward's two row means) in double, in different orders (CPU:
-// 8 interleaved lanes; CUDA: each of 32 lanes its share of the columns, then a butterfly), and
-// round them to float once. A double sum of at most 768 of these terms is exact or within about
-// 768 * 2^-53 of it, far below float's 2^-24, so both round to the same float unless the double
-// lands that close to a rounding boundary, where they differ by one ulp; all else is the same
-// float operations in the same order (the fused residual add's sum, bitwise). So mean, rstd, out
-// and grad_x are expected bitwise equal in nearly every element, and the tolerances allow one ulp
-// of a row statistic: of mean or rstd, 2^-23 relative at most (2.4e-7 with a factor 2 to spare);
-// it moves out by at most |weight| * (rstd * ulp(mean) + |x - mean| * ulp(rstd)), under 1e-6 here
-// (|mean| < 3, rstd about 0.9, |x - mean| < 4), and grad_x, through one ulp of either row mean
-// (|mean| < 1) times rstd and |norm| < 2, by less. out and grad_x's copy stored in bf16 round
-// once more (stored_in).
+// LayerNorm and RMSNorm, x in [-1, 3] (rows off centre, so that the variance's two passes matter),
+// the residual's addend, weight, bias and grad_out in [-1, 1], eps 1e-5. Both sides sum the row
+// statistics (mean, variance or RMSNorm's mean square, the backward's row means) in double, in
+// different orders (CPU: 8 interleaved lanes; CUDA: each of 32 lanes its share of the columns,
+// then a butterfly), and round them to float once. A double sum of at most 768 of these terms is
+// exact or within about 768 * 2^-53 of it, far below float's 2^-24, so both round to the same
+// float unless the double lands that close to a rounding boundary, where they differ by one ulp;
+// all else is the same float operations in the same order (the fused residual add's sum,
+// bitwise). So mean, rstd, out and grad_x are expected bitwise equal in nearly every element, and
+// the tolerances allow one ulp of a row statistic: of mean or rstd, 2^-23 relative at most (2.4e-7
+// with a factor 2 to spare); it moves out by at most |weight| * (rstd * ulp(mean) + |x - mean| *
+// ulp(rstd)), under 1e-6 here (|mean| < 3, rstd about 0.9, |x - mean| < 4; RMSNorm's rstd about
+// 0.6 on |x| < 3), and grad_x, through one ulp of either row mean (|mean| < 1) times rstd and
+// |norm| < 2, by less. out and grad_x's copy stored in bf16 round once more (stored_in).
 constexpr Tolerance kLayerNormStatistic{0.0, 2.4e-7};
 constexpr Tolerance kLayerNormOut{1e-6, 1e-6};
 constexpr Tolerance kLayerNormGradX{1e-6, 1e-6};
@@ -1282,16 +1296,42 @@ struct LayernormCase {
 constexpr LayernormCase kLayernormCases[] = {{1, 1}, {3, 7}, {129, 64}, {129, 70}, {1, 768}, {4099, 128}};
 // GPT-2 124M's: 8 sequences of 1024 tokens, 768 wide.
 constexpr LayernormCase kGpt2LayernormCases[] = {{8192, 768}};
+// RMSNorm runs LayerNorm's kernels without the centring: fewer cases, one of 18 row blocks.
+constexpr LayernormCase kRmsnormCases[] = {{1, 1}, {3, 7}, {129, 70}, {1100, 64}};
 
-void test_layernorm(const Gpu& gpu, Checker& checker, std::span<const LayernormCase> cases, uint64_t seed) {
+// LayerNorm (mean and bias) or RMSNorm (neither), each call as the norm family's op of its kind.
+enum class NormKind { kLayerNorm, kRmsNorm };
+
+void test_norm(const Gpu& gpu, Checker& checker, NormKind kind, std::span<const LayernormCase> cases,
+               uint64_t seed) {
   constexpr float kEps = 1e-5f;
+  const bool layernorm = kind == NormKind::kLayerNorm;
   const trainctl::NormOps& ops = *gpu.device.norm;
   const trainctl::NormOps& ref_ops = *cpu().norm;
+  // The forward and backward of `table`'s norm of this kind (RMSNorm takes no mean and no bias).
+  const auto forward_of = [&](const trainctl::NormOps& table, Stream stream, TypedPtr out, float* mean, float* rstd,
+                              const float* x, ConstTypedPtr add, float* sum, const float* weight, const float* bias,
+                              int64_t rows, int64_t cols) {
+    if (layernorm)
+      table.layernorm_forward(stream, out, mean, rstd, x, add, sum, weight, bias, rows, cols, kEps);
+    else
+      table.rmsnorm_forward(stream, out, rstd, x, add, sum, weight, rows, cols, kEps);
+  };
+  const auto backward_of = [&](const trainctl::NormOps& table, Stream stream, float* grad_x, TypedPtr grad_x_copy,
+                               float* grad_weight, float* grad_bias, ConstTypedPtr grad_out, const float* x,
+                               const float* weight, const float* mean, const float* rstd, int64_t rows,
+                               int64_t cols) {
+    if (layernorm)
+      table.layernorm_backward(stream, grad_x, grad_x_copy, grad_weight, grad_bias, grad_out, x, weight, mean, rstd,
+                               rows, cols);
+    else
+      table.rmsnorm_backward(stream, grad_x, grad_x_copy, grad_weight, grad_out, x, weight, rstd, rows, cols);
+  };
   for (ElementType type : kElementTypes)
     for (const auto [rows, cols] : cases)
       // Offset 1: no row aligned for four elements at a time (on the smaller cases). With the
-      // fused residual add, and grad_x's copy in the tensors' type, as GPT-2 calls them; without,
-      // as its first block.
+      // fused residual add, and grad_x's copy in the tensors' type, as the models call them;
+      // without, as their first block.
       for (size_t offset : {size_t{0}, size_t{1}})
         for (bool fused : {false, true}) {
           if (offset != 0 && rows * cols > 100'000) continue;
@@ -1309,17 +1349,17 @@ void test_layernorm(const Gpu& gpu, Checker& checker, std::span<const LayernormC
           const HostTensor grad_x_copy_init(type, std::vector<float>(n, 5.0f));
           HostTensor ref_out(type, std::vector<float>(n)), ref_grad_x_copy = grad_x_copy_init;
           std::vector<float> ref_mean(row_count), ref_rstd(row_count), ref_sum(n);
-          ref_ops.layernorm_forward(kCpuStream, ref_out.data(), ref_mean.data(), ref_rstd.data(), x.data(),
-                                    fused ? add.data() : ConstTypedPtr{}, fused ? ref_sum.data() : nullptr,
-                                    weight.data(), bias.data(), rows, cols, kEps);
+          forward_of(ref_ops, kCpuStream, ref_out.data(), ref_mean.data(), ref_rstd.data(), x.data(),
+                     fused ? add.data() : ConstTypedPtr{}, fused ? ref_sum.data() : nullptr, weight.data(),
+                     bias.data(), rows, cols);
           // Backward on both sides from the CPU's normalized input, mean and rstd, so that it is
           // compared on its own.
           const std::vector<float>& normalized = fused ? ref_sum : x;
           std::vector<float> ref_grad_x = grad_x_init, ref_grad_weight = grad_weight_init,
                              ref_grad_bias = grad_bias_init;
-          ref_ops.layernorm_backward(kCpuStream, ref_grad_x.data(), fused ? ref_grad_x_copy.data() : TypedPtr{},
-                                     ref_grad_weight.data(), ref_grad_bias.data(), grad_out.data(), normalized.data(),
-                                     weight.data(), ref_mean.data(), ref_rstd.data(), rows, cols);
+          backward_of(ref_ops, kCpuStream, ref_grad_x.data(), fused ? ref_grad_x_copy.data() : TypedPtr{},
+                      ref_grad_weight.data(), ref_grad_bias.data(), grad_out.data(), normalized.data(), weight.data(),
+                      ref_mean.data(), ref_rstd.data(), rows, cols);
 
           DeviceCopy<float> device_x(gpu, x, offset), device_weight(gpu, weight, offset),
               device_bias(gpu, bias, offset), mean(gpu, std::vector<float>(row_count), offset),
@@ -1330,14 +1370,14 @@ void test_layernorm(const Gpu& gpu, Checker& checker, std::span<const LayernormC
           DeviceTensor device_add(gpu, add, offset), device_grad_out(gpu, grad_out, offset),
               out(gpu, HostTensor(type, std::vector<float>(n)), offset), grad_x_copy(gpu, grad_x_copy_init, offset);
           const auto forward = [&] {
-            ops.layernorm_forward(gpu.stream, out.get(), mean.get(), rstd.get(), device_x.get(),
-                                  fused ? device_add.get() : TypedPtr{}, fused ? sum.get() : nullptr,
-                                  device_weight.get(), device_bias.get(), rows, cols, kEps);
+            forward_of(ops, gpu.stream, out.get(), mean.get(), rstd.get(), device_x.get(),
+                       fused ? device_add.get() : TypedPtr{}, fused ? sum.get() : nullptr, device_weight.get(),
+                       device_bias.get(), rows, cols);
           };
           const auto backward = [&] {
-            ops.layernorm_backward(gpu.stream, grad_x.get(), fused ? grad_x_copy.get() : TypedPtr{}, grad_weight.get(),
-                                   grad_bias.get(), device_grad_out.get(), ref_normalized.get(), device_weight.get(),
-                                   ref_mean_copy.get(), ref_rstd_copy.get(), rows, cols);
+            backward_of(ops, gpu.stream, grad_x.get(), fused ? grad_x_copy.get() : TypedPtr{}, grad_weight.get(),
+                        grad_bias.get(), device_grad_out.get(), ref_normalized.get(), device_weight.get(),
+                        ref_mean_copy.get(), ref_rstd_copy.get(), rows, cols);
           };
           struct Result {
             std::vector<float> out, mean, rstd, sum, grad_x, grad_x_copy, grad_weight, grad_bias;
@@ -1352,15 +1392,16 @@ void test_layernorm(const Gpu& gpu, Checker& checker, std::span<const LayernormC
                           grad_x.read(), grad_x_copy.read(), grad_weight.read(), grad_bias.read()};
           };
           const Result first = first_run(run), second = second_run(run);
-          const std::string name = fmt::format("layernorm {} {}{}{}", type_name(type), shape_name(rows, cols),
-                                               offset != 0 ? " (unaligned)" : "",
+          const std::string name = fmt::format("{} {} {}{}{}", layernorm ? "layernorm" : "rmsnorm", type_name(type),
+                                               shape_name(rows, cols), offset != 0 ? " (unaligned)" : "",
                                                fused ? " with the residual add and grad_x's copy" : "");
           checker.compare(name + " out", first.out, ref_out.floats(), stored_in(type, kLayerNormOut));
-          checker.compare(name + " mean", first.mean, ref_mean, kLayerNormStatistic);
           checker.compare(name + " rstd", first.rstd, ref_rstd, kLayerNormStatistic);
           checker.compare(name + " grad_x", first.grad_x, ref_grad_x, kLayerNormGradX);
           checker.compare(name + " grad_weight", first.grad_weight, ref_grad_weight,
                           layernorm_column_sum_tolerance(rows));
+          // RMSNorm leaves the mean and the bias's gradient as they were.
+          checker.compare(name + " mean", first.mean, ref_mean, kLayerNormStatistic);
           checker.compare(name + " grad_bias", first.grad_bias, ref_grad_bias, layernorm_column_sum_tolerance(rows));
           if (fused) {
             checker.compare(name + " sum", first.sum, ref_sum, kExact);
@@ -1382,10 +1423,19 @@ void test_layernorm(const Gpu& gpu, Checker& checker, std::span<const LayernormC
         }
 }
 
+void test_layernorm(const Gpu& gpu, Checker& checker, std::span<const LayernormCase> cases, uint64_t seed) {
+  test_norm(gpu, checker, NormKind::kLayerNorm, cases, seed);
+}
+
+void test_rmsnorm(const Gpu& gpu, Checker& checker, std::span<const LayernormCase> cases, uint64_t seed) {
+  test_norm(gpu, checker, NormKind::kRmsNorm, cases, seed);
+}
+
 // Embedding, weights and grad_out in [-1, 1]. The forward adds two floats per element, and the
 // backward adds each row of grad_out onto its token's row of grad_wte one at a time in increasing
 // position, and onto its position's row of grad_wpe in increasing batch, as the CPU does: the
 // same float additions in the same order, so bitwise equal (kExact), repeated tokens included.
+// Without positions (wpe and grad_wpe null, a Llama's), the forward copies the token's row.
 struct EmbeddingCase {
   int64_t batch, seq, channels, vocab;
 };
@@ -1404,58 +1454,194 @@ void test_embedding(const Gpu& gpu, Checker& checker, std::span<const EmbeddingC
   const trainctl::EmbeddingOps& ref_ops = *cpu().embedding;
   for (const auto [batch, seq, channels, vocab] : cases)
     // Offset 1: no row 16-byte aligned, so the kernels move one float at a time.
-    for (size_t offset : {size_t{0}, size_t{1}}) {
-      const auto positions = static_cast<size_t>(batch * seq);
-      const auto out_size = static_cast<size_t>(batch * seq * channels);
-      const auto wte_size = static_cast<size_t>(vocab * channels);
-      const auto wpe_size = static_cast<size_t>((seq + kExtraPositions) * channels);
-      const std::vector<int32_t> tokens = random_labels(positions, vocab, ++seed);
-      const std::vector<float> wte = random_floats(wte_size, -1.0f, 1.0f, ++seed);
-      const std::vector<float> wpe = random_floats(wpe_size, -1.0f, 1.0f, ++seed);
-      const std::vector<float> grad_out = random_floats(out_size, -1.0f, 1.0f, ++seed);
-      // What the gradients hold before backward, which accumulates into them.
-      const std::vector<float> grad_wte_init = random_floats(wte_size, -1.0f, 1.0f, ++seed);
-      const std::vector<float> grad_wpe_init = random_floats(wpe_size, -1.0f, 1.0f, ++seed);
-      std::vector<float> ref_out(out_size), ref_grad_wte = grad_wte_init, ref_grad_wpe = grad_wpe_init;
-      ref_ops.embedding_forward(kCpuStream, ref_out.data(), tokens.data(), wte.data(), wpe.data(), batch, seq,
-                                channels);
-      ref_ops.embedding_backward(kCpuStream, ref_grad_wte.data(), ref_grad_wpe.data(), grad_out.data(),
-                                 tokens.data(), batch, seq, channels);
+    for (size_t offset : {size_t{0}, size_t{1}})
+      for (bool with_positions : {true, false}) {
+        // Without positions the kernels skip a launch: GPT-2's vocabulary adds nothing to see.
+        if (!with_positions && vocab > 1000) continue;
+        const auto positions = static_cast<size_t>(batch * seq);
+        const auto out_size = static_cast<size_t>(batch * seq * channels);
+        const auto wte_size = static_cast<size_t>(vocab * channels);
+        const auto wpe_size = static_cast<size_t>((seq + kExtraPositions) * channels);
+        const std::vector<int32_t> tokens = random_labels(positions, vocab, ++seed);
+        const std::vector<float> wte = random_floats(wte_size, -1.0f, 1.0f, ++seed);
+        const std::vector<float> wpe = random_floats(wpe_size, -1.0f, 1.0f, ++seed);
+        const std::vector<float> grad_out = random_floats(out_size, -1.0f, 1.0f, ++seed);
+        // What the gradients hold before backward, which accumulates into them.
+        const std::vector<float> grad_wte_init = random_floats(wte_size, -1.0f, 1.0f, ++seed);
+        const std::vector<float> grad_wpe_init = random_floats(wpe_size, -1.0f, 1.0f, ++seed);
+        std::vector<float> ref_out(out_size), ref_grad_wte = grad_wte_init, ref_grad_wpe = grad_wpe_init;
+        ref_ops.embedding_forward(kCpuStream, ref_out.data(), tokens.data(), wte.data(),
+                                  with_positions ? wpe.data() : nullptr, batch, seq, channels);
+        ref_ops.embedding_backward(kCpuStream, ref_grad_wte.data(), with_positions ? ref_grad_wpe.data() : nullptr,
+                                   grad_out.data(), tokens.data(), batch, seq, channels);
 
-      DeviceCopy<int32_t> device_tokens(gpu, tokens, offset);
-      DeviceCopy<float> device_wte(gpu, wte, offset), device_wpe(gpu, wpe, offset),
-          device_grad_out(gpu, grad_out, offset), out(gpu, std::vector<float>(out_size), offset),
-          grad_wte(gpu, grad_wte_init, offset), grad_wpe(gpu, grad_wpe_init, offset);
+        DeviceCopy<int32_t> device_tokens(gpu, tokens, offset);
+        DeviceCopy<float> device_wte(gpu, wte, offset), device_wpe(gpu, wpe, offset),
+            device_grad_out(gpu, grad_out, offset), out(gpu, std::vector<float>(out_size), offset),
+            grad_wte(gpu, grad_wte_init, offset), grad_wpe(gpu, grad_wpe_init, offset);
+        const auto forward = [&] {
+          ops.embedding_forward(gpu.stream, out.get(), device_tokens.get(), device_wte.get(),
+                                with_positions ? device_wpe.get() : nullptr, batch, seq, channels);
+        };
+        const auto backward = [&] {
+          ops.embedding_backward(gpu.stream, grad_wte.get(), with_positions ? grad_wpe.get() : nullptr,
+                                 device_grad_out.get(), device_tokens.get(), batch, seq, channels);
+        };
+        struct Result {
+          std::vector<float> out, grad_wte, grad_wpe;
+        };
+        const auto run = [&] {
+          forward();
+          grad_wte.write(grad_wte_init);
+          grad_wpe.write(grad_wpe_init);
+          backward();
+          return Result{out.read(), grad_wte.read(), grad_wpe.read()};
+        };
+        const Result first = first_run(run), second = second_run(run);
+        const std::string name =
+            fmt::format("embedding B={} T={} C={} vocab={}{}{}", batch, seq, channels, vocab,
+                        offset != 0 ? " (unaligned)" : "", with_positions ? "" : " without positions");
+        checker.compare(name + " out", first.out, ref_out, kExact);
+        checker.compare(name + " grad_wte", first.grad_wte, ref_grad_wte, kExact);
+        checker.compare(name + " grad_wpe", first.grad_wpe, ref_grad_wpe, kExact);
+        checker.check_deterministic(name + " out", first.out, second.out);
+        checker.check_deterministic(name + " grad_wte", first.grad_wte, second.grad_wte);
+        checker.check_deterministic(name + " grad_wpe", first.grad_wpe, second.grad_wpe);
+        if (seq == 43) {
+          check_queued(gpu, checker, name + " forward", {.launches = 1}, forward);
+          check_queued(gpu, checker, name + " backward", {.launches = with_positions ? 3 : 2}, backward);
+        }
+      }
+}
+
+// SwiGLU, gate in [-4, 4] (every 7th exactly 0), up and grad_out in [-1, 1]. Both sides compute
+// SwiGlu's float arithmetic (activation_functions.h) in the same order, uncontracted, and differ
+// only by expf, within 2 ulp on CUDA and 4 in glibc's vector version: exp(-gate) off by 6 ulp
+// moves 1 + exp(-gate), and so silu(gate) and the sigmoid, by at most as much relative (6 * 2^-24
+// = 3.6e-7), which the products with up and grad_out (|.| <= 1) keep; the gate's gradient,
+// sigmoid * (1 + gate * (1 - sigmoid)) with |gate| <= 4, moves by up to 5 times that absolute,
+// where its second factor cancels (near gate = -1.28).
+constexpr Tolerance kSwiGlu{2e-6, 1e-6};
+
+struct SwiGluCase {
+  int64_t rows, width;
+  size_t offset = 0;
+};
+// Widths a multiple of 8 at offset 0 go 16 bytes at a time in either type (4 floats, 8 bf16s), 4
+// in f32 only; 7 and 70 one element at a time, as offset 1. 4099 rows of 64 take a thread over
+// more than one row (kernel_common.cuh's row tiles), 1100 columns more than one column tile.
+constexpr SwiGluCase kSwiGluCases[] = {{1, 1}, {3, 7}, {129, 64}, {129, 70}, {129, 64, 1}, {33, 4}, {4099, 64},
+                                       {5, 1100}};
+
+void test_swiglu(const Gpu& gpu, Checker& checker, std::span<const SwiGluCase> cases, uint64_t seed) {
+  for (ElementType type : kElementTypes)
+    for (const auto [rows, width, offset] : cases) {
+      const auto n = static_cast<size_t>(rows * width);
+      std::vector<float> gate_up_values(2 * n);
+      const std::vector<float> gates = pre_activations(n, ++seed), ups = random_floats(n, -1.0f, 1.0f, ++seed);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < width; ++j) {
+          gate_up_values[static_cast<size_t>(2 * r * width + j)] = gates[static_cast<size_t>(r * width + j)];
+          gate_up_values[static_cast<size_t>((2 * r + 1) * width + j)] = ups[static_cast<size_t>(r * width + j)];
+        }
+      const HostTensor gate_up(type, gate_up_values), grad_out = random_tensor(type, n, -1.0f, 1.0f, ++seed);
+      HostTensor ref_out(type, std::vector<float>(n)), ref_grad(type, std::vector<float>(2 * n));
+      cpu().elementwise.swiglu_forward(kCpuStream, ref_out.data(), gate_up.data(), rows, width);
+      cpu().elementwise.swiglu_backward(kCpuStream, ref_grad.data(), grad_out.data(), gate_up.data(), rows, width);
+
+      DeviceTensor device_gate_up(gpu, gate_up, offset), device_grad_out(gpu, grad_out, offset),
+          out(gpu, HostTensor(type, std::vector<float>(n)), offset),
+          // Starts from garbage: the backward overwrites it.
+          grad(gpu, random_tensor(type, 2 * n, -100.0f, 100.0f, ++seed), offset);
       const auto forward = [&] {
-        ops.embedding_forward(gpu.stream, out.get(), device_tokens.get(), device_wte.get(), device_wpe.get(), batch,
-                              seq, channels);
+        gpu.device.elementwise.swiglu_forward(gpu.stream, out.get(), device_gate_up.get(), rows, width);
       };
       const auto backward = [&] {
-        ops.embedding_backward(gpu.stream, grad_wte.get(), grad_wpe.get(), device_grad_out.get(), device_tokens.get(),
-                               batch, seq, channels);
+        gpu.device.elementwise.swiglu_backward(gpu.stream, grad.get(), device_grad_out.get(), device_gate_up.get(),
+                                               rows, width);
       };
       struct Result {
-        std::vector<float> out, grad_wte, grad_wpe;
+        std::vector<float> out, grad;
       };
       const auto run = [&] {
         forward();
-        grad_wte.write(grad_wte_init);
-        grad_wpe.write(grad_wpe_init);
         backward();
-        return Result{out.read(), grad_wte.read(), grad_wpe.read()};
+        return Result{out.read(), grad.read()};
       };
       const Result first = first_run(run), second = second_run(run);
-      const std::string name = fmt::format("embedding B={} T={} C={} vocab={}{}", batch, seq, channels, vocab,
+      const std::string name = fmt::format("swiglu {} {}{}", type_name(type), shape_name(rows, width),
                                            offset != 0 ? " (unaligned)" : "");
-      checker.compare(name + " out", first.out, ref_out, kExact);
-      checker.compare(name + " grad_wte", first.grad_wte, ref_grad_wte, kExact);
-      checker.compare(name + " grad_wpe", first.grad_wpe, ref_grad_wpe, kExact);
+      checker.compare(name + " out", first.out, ref_out.floats(), stored_in(type, kSwiGlu));
+      checker.compare(name + " grad_gate_up", first.grad, ref_grad.floats(), stored_in(type, kSwiGlu));
+      checker.compare(name + " gate_up untouched", device_gate_up.read(), gate_up.floats(), kExact);
       checker.check_deterministic(name + " out", first.out, second.out);
-      checker.check_deterministic(name + " grad_wte", first.grad_wte, second.grad_wte);
-      checker.check_deterministic(name + " grad_wpe", first.grad_wpe, second.grad_wpe);
-      if (seq == 43) {
+      checker.check_deterministic(name + " grad_gate_up", first.grad, second.grad);
+      if (rows == 129 && width == 70) {
         check_queued(gpu, checker, name + " forward", {.launches = 1}, forward);
-        check_queued(gpu, checker, name + " backward", {.launches = 3}, backward);
+        check_queued(gpu, checker, name + " backward", {.launches = 1}, backward);
+      }
+    }
+}
+
+// RoPE, qkv in [-1, 1], the tables of random angles' cos and sin. Both sides round each of the
+// two products, then their sum, in float, uncontracted (--fmad=false), and widen a bf16 element
+// exactly and round the result once: bitwise equal (kExact), the value heads untouched. The
+// planted bug of tests/cuda_mutations.py (interleaved pairs for rotate_half's halves) must show.
+struct RopeCase {
+  trainctl::AttentionShape shape;
+  size_t offset = 0;
+};
+// One head of two columns; a key/value head per 3 query heads; Llama's head sizes 32, 64 and
+// 128 (two columns per lane of a head's warp); offset 1 in both types.
+constexpr RopeCase kRopeCases[] = {{{1, 1, 1, 1, 2}}, {{2, 5, 3, 1, 8}},   {{2, 37, 4, 2, 64}},
+                                   {{1, 129, 6, 2, 32}}, {{1, 17, 2, 2, 128}}, {{2, 5, 3, 1, 8}, 1}};
+
+void test_rope(const Gpu& gpu, Checker& checker, std::span<const RopeCase> cases, uint64_t seed) {
+  for (ElementType type : kElementTypes)
+    for (const auto [shape, offset] : cases) {
+      const auto n = static_cast<size_t>(shape.batch * shape.seq * shape.qkv_width());
+      const auto table = static_cast<size_t>(shape.seq * shape.head_size / 2);
+      const std::vector<float> angles = random_floats(table, -3.0f, 3.0f, ++seed);
+      std::vector<float> cos(table), sin(table);
+      for (size_t i = 0; i < table; ++i) {
+        cos[i] = std::cos(angles[i]);
+        sin[i] = std::sin(angles[i]);
+      }
+      const HostTensor qkv = random_tensor(type, n, -1.0f, 1.0f, ++seed);
+      HostTensor ref_forward = qkv, ref_backward = qkv;
+      cpu().rope->rope_forward(kCpuStream, ref_forward.data(), cos.data(), sin.data(), shape);
+      cpu().rope->rope_backward(kCpuStream, ref_backward.data(), cos.data(), sin.data(), shape);
+
+      DeviceCopy<float> device_cos(gpu, cos, offset), device_sin(gpu, sin, offset);
+      DeviceTensor device_qkv(gpu, qkv, offset);
+      const auto forward = [&] {
+        gpu.device.rope->rope_forward(gpu.stream, device_qkv.get(), device_cos.get(), device_sin.get(), shape);
+      };
+      const auto backward = [&] {
+        gpu.device.rope->rope_backward(gpu.stream, device_qkv.get(), device_cos.get(), device_sin.get(), shape);
+      };
+      struct Result {
+        std::vector<float> forward, backward;
+      };
+      const auto run = [&] {
+        device_qkv.write(qkv);
+        forward();
+        std::vector<float> rotated = device_qkv.read();
+        device_qkv.write(qkv);
+        backward();
+        return Result{std::move(rotated), device_qkv.read()};
+      };
+      const Result first = first_run(run), second = second_run(run);
+      const std::string name =
+          fmt::format("rope {} B={} T={} H={} KV={} d={}{}", type_name(type), shape.batch, shape.seq, shape.heads,
+                      shape.kv_heads, shape.head_size, offset != 0 ? " (unaligned)" : "");
+      checker.compare(name + " forward", first.forward, ref_forward.floats(), kExact);
+      checker.compare(name + " backward", first.backward, ref_backward.floats(), kExact);
+      checker.check_deterministic(name + " forward", first.forward, second.forward);
+      checker.check_deterministic(name + " backward", first.backward, second.backward);
+      if (shape.seq == 37) {
+        check_queued(gpu, checker, name + " forward", {.launches = 1}, forward);
+        check_queued(gpu, checker, name + " backward", {.launches = 1}, backward);
       }
     }
 }
@@ -1540,7 +1726,7 @@ std::vector<TestGroup> test_groups(bool large) {
             {"activation_backward", over<ActivationCase>(test_activation_backward, kBenchmarkActivationCases, 900)},
             {"softmax_cross_entropy", over<LossCase>(test_softmax_cross_entropy, kGpt2LossCases, 950)},
             {"optimizers", test_gpt2_optimizer},
-            {"attention", over<AttentionCase>(test_attention, kGpt2AttentionCases, 1050)},
+            {"attention", over<AttentionCase>(test_attention, kLargeAttentionCases, 1050)},
             {"layernorm", over<LayernormCase>(test_layernorm, kGpt2LayernormCases, 1150)},
             {"embedding", over<EmbeddingCase>(test_embedding, kGpt2EmbeddingCases, 1250)}};
   return {{"memory", test_memory},
@@ -1556,8 +1742,12 @@ std::vector<TestGroup> test_groups(bool large) {
           {"attention", over<AttentionCase>(test_attention, kAttentionCases, 1000)},
           // From 1054: the inputs these cases had as the attention group's last.
           {"attention_1024", over<AttentionCase>(test_attention, kLongAttentionCases, 1054)},
+          {"attention_gqa", over<AttentionCase>(test_attention, kGroupedQueryCases, 1060)},
           {"layernorm", over<LayernormCase>(test_layernorm, kLayernormCases, 1100)},
-          {"embedding", over<EmbeddingCase>(test_embedding, kEmbeddingCases, 1200)}};
+          {"embedding", over<EmbeddingCase>(test_embedding, kEmbeddingCases, 1200)},
+          {"rmsnorm", over<LayernormCase>(test_rmsnorm, kRmsnormCases, 1300)},
+          {"swiglu", over<SwiGluCase>(test_swiglu, kSwiGluCases, 1400)},
+          {"rope", over<RopeCase>(test_rope, kRopeCases, 1500)}};
 }
 
 struct Options {

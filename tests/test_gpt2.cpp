@@ -17,6 +17,7 @@
 
 #include "device.h"
 #include "gpt2/gpt2.h"
+#include "language_model_tests.h"
 #include "registry.h"
 #include "rng.h"
 
@@ -26,7 +27,10 @@ using trainctl::ParameterSlice;
 
 namespace {
 
-const trainctl::Device& cpu() { return trainctl::cpu_device(); }
+using language_model_tests::cpu;
+using language_model_tests::download;
+using language_model_tests::slice_named;
+using language_model_tests::upload;
 
 constexpr int64_t kLayers = 2, kHeads = 2, kChannels = 8, kContext = 5, kVocab = 11, kExamples = 2;
 // The rows of wte in the flat buffers: kVocab rounded up to a multiple of 128.
@@ -47,40 +51,8 @@ Gpt2 tiny_model(ModelOptions options = {}) {
   return Gpt2(tiny_spec(), cpu(), options);
 }
 
-// Random tokens and targets, int32 [examples, block_size], as data/token_source.h gives them.
 trainctl::Batch token_batch(int64_t examples, uint64_t seed) {
-  trainctl::Rng rng(seed, trainctl::kSyntheticDataStream);
-  trainctl::Batch batch;
-  batch.examples = examples;
-  for (const char* name : {"tokens", "targets"}) {
-    int32_t* values = batch.ints(name, {examples, kContext});
-    for (int64_t i = 0; i < examples * kContext; ++i) values[i] = static_cast<int32_t>(rng.below(kVocab));
-  }
-  return batch;
-}
-
-std::vector<float> download(const float* device_values, int64_t count) {
-  std::vector<float> host(static_cast<size_t>(count));
-  cpu().memory.download(trainctl::Stream{}, host.data(), device_values, host.size() * sizeof(float));
-  return host;
-}
-
-void upload(Gpt2& model, const std::vector<float>& values) {
-  cpu().memory.upload(trainctl::Stream{}, model.parameters(), values.data(), values.size() * sizeof(float));
-}
-
-const ParameterSlice& slice_named(const Gpt2& model, const std::string& name) {
-  for (const ParameterSlice& slice : model.parameter_layout())
-    if (slice.name == name) return slice;
-  FAIL("no slice named ", name);
-  return model.parameter_layout().front();
-}
-
-const ParameterSlice& slice_holding(const Gpt2& model, int64_t index) {
-  for (const ParameterSlice& slice : model.parameter_layout())
-    if (index >= slice.offset && index < slice.offset + slice.count) return slice;
-  FAIL("no slice holds parameter ", index);
-  return model.parameter_layout().front();
+  return language_model_tests::token_batch(examples, kContext, kVocab, seed);
 }
 
 // Parameters far from GPT-2's init (weights and biases ~0.3, LayerNorm weights near 1), so that
@@ -97,59 +69,15 @@ std::vector<float> lively_parameters(const Gpt2& model) {
   return values;
 }
 
-double mean_loss(Gpt2& model, const trainctl::Batch& batch) {
-  return model.evaluate(batch).loss_sum / static_cast<double>(batch.examples * kContext);
-}
-
 }  // namespace
 
 TEST_CASE("gpt2: the gradient of every parameter matches central finite differences of the mean loss") {
   Gpt2 model = tiny_model();
-  const std::vector<float> original = lively_parameters(model);
-  upload(model, original);
-  const trainctl::Batch batch = token_batch(kExamples, 1);
-  const int64_t tokens = kExamples * kContext;
-
-  model.zero_gradients();
-  model.forward_backward(batch, 1.0f / static_cast<float>(tokens));
-  const std::vector<float> analytic = download(model.gradients(), model.parameter_count());
-
   // The loss is computed in fp32 (~1e-7 relative): a step of 3e-3 balances rounding noise in the
   // numeric derivative (~3e-5 at worst) against its truncation error (h^2 f''' / 6, 9x larger
   // at 1e-2 than here).
-  const float step = 3e-3f;
-  const double absolute_tolerance = 5e-5, relative_tolerance = 5e-3;
-  double worst_ratio = -1.0;
-  int64_t worst_index = 0, failures = 0;
-  double worst_analytic = 0.0, worst_numeric = 0.0;
-  std::vector<float> perturbed = original;
-  for (int64_t i = 0; i < model.parameter_count(); ++i) {
-    const float p = original[static_cast<size_t>(i)];
-    const float up = p + step, down = p - step;
-    perturbed[static_cast<size_t>(i)] = up;
-    upload(model, perturbed);
-    const double plus = mean_loss(model, batch);
-    perturbed[static_cast<size_t>(i)] = down;
-    upload(model, perturbed);
-    const double minus = mean_loss(model, batch);
-    perturbed[static_cast<size_t>(i)] = p;
-    const double numeric = (plus - minus) / (static_cast<double>(up) - static_cast<double>(down));
-    const double gradient = analytic[static_cast<size_t>(i)];
-    const double ratio = std::abs(gradient - numeric) / (absolute_tolerance + relative_tolerance * std::abs(numeric));
-    if (ratio > 1.0) ++failures;
-    if (ratio > worst_ratio) {
-      worst_ratio = ratio;
-      worst_index = i;
-      worst_analytic = gradient;
-      worst_numeric = numeric;
-    }
-  }
-  const ParameterSlice& worst = slice_holding(model, worst_index);
-  MESSAGE(fmt::format("{} parameters checked (tolerance {:g} + {:g} |numeric|, step {:g}); worst: {}[{}] analytic "
-                      "{:.6g} numeric {:.6g} ({:.2f} of tolerance)",
-                      model.parameter_count(), absolute_tolerance, relative_tolerance, step, worst.name,
-                      worst_index - worst.offset, worst_analytic, worst_numeric, worst_ratio));
-  CHECK(failures == 0);
+  language_model_tests::check_gradients(model, lively_parameters(model), token_batch(kExamples, 1), 3e-3f, 5e-5,
+                                        5e-3);
 }
 
 TEST_CASE("gpt2: the layout is GPT2LMHeadModel's state_dict without lm_head, decaying only matrices") {

@@ -1,5 +1,6 @@
 // Tests for the CPU reference's transformer ops (kernels/cpu/): embedding, LayerNorm (with the
-// residual add fused in), causal attention, tanh GELU (activation_forward with kGeluTanh), the
+// residual add fused in), causal attention (multi-head, and grouped-query with each key/value head
+// shared by a group of query heads), tanh GELU (activation_forward with kGeluTanh), the
 // residual add, and cross-entropy over a vocabulary of 256 with one row per token, in place over
 // the logits. Each forward is compared with a double-precision evaluation of its definition, and
 // each backward with central finite differences of the scalar loss L = sum(out * w) for fixed
@@ -262,82 +263,94 @@ TEST_CASE("layernorm: forward normalizes each row and saves mean and rstd; backw
 
 namespace {
 
-// Causal attention by its definition, in double: out and the log-sum-exp of each row.
-void reference_attention(const std::vector<float>& qkv, std::vector<double>& out, std::vector<double>& lse) {
-  const int64_t head_size = kChannels / kHeads;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(head_size));
-  out.assign(kRows * kChannels, 0.0);
-  lse.assign(kBatch * kHeads * kSeq, 0.0);
-  auto at = [&](int64_t b, int64_t t, int64_t part, int64_t h, int64_t c) {
-    return static_cast<double>(qkv[(b * kSeq + t) * 3 * kChannels + part * kChannels + h * head_size + c]);
+// The attention test's shapes: multi-head (GPT-2's kind, 2 heads of 4), and grouped-query (Llama's
+// kind: 6 query heads in 2 groups of 3, each group's key/value head shared).
+constexpr trainctl::AttentionShape kMultiHead{kBatch, kSeq, kHeads, kHeads, kChannels / kHeads};
+constexpr trainctl::AttentionShape kGroupedQuery{kBatch, kSeq, 6, 2, 4};
+
+// Causal attention by its definition, in double: out and the log-sum-exp of each row, query head
+// h reading key/value head h / (heads / kv_heads).
+void reference_attention(const std::vector<float>& qkv, const trainctl::AttentionShape& shape,
+                         std::vector<double>& out, std::vector<double>& lse) {
+  const int64_t size = shape.head_size, group = shape.heads / shape.kv_heads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(size));
+  out.assign(shape.batch * shape.seq * shape.out_width(), 0.0);
+  lse.assign(shape.batch * shape.heads * shape.seq, 0.0);
+  // Column c of head `head` of sequence b, position t, where head counts the query heads, then
+  // the key heads, then the value heads.
+  auto at = [&](int64_t b, int64_t t, int64_t head, int64_t c) {
+    return static_cast<double>(qkv[(b * shape.seq + t) * shape.qkv_width() + head * size + c]);
   };
-  for (int64_t b = 0; b < kBatch; ++b)
-    for (int64_t h = 0; h < kHeads; ++h)
-      for (int64_t i = 0; i < kSeq; ++i) {
+  for (int64_t b = 0; b < shape.batch; ++b)
+    for (int64_t h = 0; h < shape.heads; ++h) {
+      const int64_t key_head = shape.heads + h / group, value_head = key_head + shape.kv_heads;
+      for (int64_t i = 0; i < shape.seq; ++i) {
         std::vector<double> scores(i + 1);
         for (int64_t j = 0; j <= i; ++j)
-          for (int64_t c = 0; c < head_size; ++c) scores[j] += at(b, i, 0, h, c) * at(b, j, 1, h, c) * scale;
+          for (int64_t c = 0; c < size; ++c) scores[j] += at(b, i, h, c) * at(b, j, key_head, c) * scale;
         double sum = 0.0;
         for (const double score : scores) sum += std::exp(score);
-        lse[(b * kHeads + h) * kSeq + i] = std::log(sum);
+        lse[(b * shape.heads + h) * shape.seq + i] = std::log(sum);
         for (int64_t j = 0; j <= i; ++j)
-          for (int64_t c = 0; c < head_size; ++c)
-            out[(b * kSeq + i) * kChannels + h * head_size + c] += std::exp(scores[j]) / sum * at(b, j, 2, h, c);
+          for (int64_t c = 0; c < size; ++c)
+            out[(b * shape.seq + i) * shape.out_width() + h * size + c] +=
+                std::exp(scores[j]) / sum * at(b, j, value_head, c);
       }
+    }
 }
 
-}  // namespace
-
-TEST_CASE("causal attention: forward against its definition, backward in q, k and v, and causality") {
-  std::vector<float> qkv = random_values(kRows * 3 * kChannels, 20, 1.5f);
-  const std::vector<float> weights = random_values(kRows * kChannels, 21);
-  std::vector<float> lse(kBatch * kHeads * kSeq);
+// Forward against the definition, backward against finite differences, bf16 as f32 rounded once,
+// and causality.
+void test_attention(const trainctl::AttentionShape& shape) {
+  const int64_t qkv_width = shape.qkv_width(), out_width = shape.out_width();
+  std::vector<float> qkv = random_values(kRows * qkv_width, 20, 1.5f);
+  const std::vector<float> weights = random_values(kRows * out_width, 21);
+  std::vector<float> lse(kBatch * shape.heads * kSeq);
   auto forward = [&](const std::vector<float>& input) {
-    std::vector<float> out(kRows * kChannels);
-    cpu().attention->attention_forward(kStream, out.data(), lse.data(), input.data(), kBatch, kSeq, kChannels,
-                                       kHeads);
+    std::vector<float> out(kRows * out_width);
+    cpu().attention->attention_forward(kStream, out.data(), lse.data(), input.data(), shape);
     return out;
   };
   SUBCASE("bf16: computed in float on the widened tensors, each result rounded once") {
     const std::vector<float> qkv_values = rounded(qkv), weight_values = rounded(weights);
     const std::vector<Bf16> qkv_bf16 = to_bf16(qkv), weights_bf16 = to_bf16(weights);
-    std::vector<Bf16> out_bf16(kRows * kChannels), grad_bf16(qkv.size());
+    std::vector<Bf16> out_bf16(kRows * out_width), grad_bf16(qkv.size());
     std::vector<float> lse_bf16(lse.size());
-    cpu().attention->attention_forward(kStream, out_bf16.data(), lse_bf16.data(), qkv_bf16.data(), kBatch, kSeq,
-                                       kChannels, kHeads);
+    cpu().attention->attention_forward(kStream, out_bf16.data(), lse_bf16.data(), qkv_bf16.data(), shape);
     const std::vector<float> out_f32 = forward(qkv_values);
     CHECK(to_floats(out_bf16) == rounded(out_f32));
     CHECK(lse_bf16 == lse);
     cpu().attention->attention_backward(kStream, grad_bf16.data(), weights_bf16.data(), qkv_bf16.data(),
-                                        out_bf16.data(), lse.data(), kBatch, kSeq, kChannels, kHeads);
+                                        out_bf16.data(), lse.data(), shape);
     std::vector<float> grad_f32(qkv.size());
     const std::vector<float> out_values = to_floats(out_bf16);
     cpu().attention->attention_backward(kStream, grad_f32.data(), weight_values.data(), qkv_values.data(),
-                                        out_values.data(), lse.data(), kBatch, kSeq, kChannels, kHeads);
+                                        out_values.data(), lse.data(), shape);
     CHECK(to_floats(grad_bf16) == rounded(grad_f32));
   }
   std::vector<double> expected, expected_lse;
-  reference_attention(qkv, expected, expected_lse);
+  reference_attention(qkv, shape, expected, expected_lse);
   const std::vector<float> out = forward(qkv);
-  check_close("attention forward", out, expected, {1e-6, 1e-5});
-  check_close("attention lse", lse, expected_lse, {1e-6, 1e-6});
+  const std::string name = fmt::format("attention ({} heads, {} key/value heads)", shape.heads, shape.kv_heads);
+  check_close(name + " forward", out, expected, {1e-6, 1e-5});
+  check_close(name + " lse", lse, expected_lse, {1e-6, 1e-6});
 
   // Starts from garbage: grad_qkv is overwritten.
   std::vector<float> grad_qkv = random_values(qkv.size(), 22, 100.0f);
   cpu().attention->attention_backward(kStream, grad_qkv.data(), weights.data(), qkv.data(), out.data(), lse.data(),
-                                      kBatch, kSeq, kChannels, kHeads);
-  check_gradient("attention qkv", qkv, grad_qkv, [&] { return weighted_sum(forward(qkv), weights); },
+                                      shape);
+  check_gradient(name + " qkv", qkv, grad_qkv, [&] { return weighted_sum(forward(qkv), weights); },
                  kFiniteDifferences);
 
   // A later token's k and v do not reach an earlier output; they do reach their own row.
   const int64_t later = 3;
   std::vector<float> changed = qkv;
-  for (int64_t c = kChannels; c < 3 * kChannels; ++c) changed[later * 3 * kChannels + c] += 0.5f;
+  for (int64_t c = shape.heads * shape.head_size; c < qkv_width; ++c) changed[later * qkv_width + c] += 0.5f;
   const std::vector<float> changed_out = forward(changed);
   for (int64_t t = 0; t < kSeq; ++t) {
     CAPTURE(t);
     const auto row = [&](const std::vector<float>& values) {
-      return std::vector<float>(values.begin() + t * kChannels, values.begin() + (t + 1) * kChannels);
+      return std::vector<float>(values.begin() + t * out_width, values.begin() + (t + 1) * out_width);
     };
     if (t < later)
       CHECK(row(changed_out) == row(out));
@@ -345,8 +358,18 @@ TEST_CASE("causal attention: forward against its definition, backward in q, k an
       CHECK(row(changed_out) != row(out));
   }
   // The other sequence of the batch is untouched.
-  CHECK(std::vector<float>(changed_out.begin() + kSeq * kChannels, changed_out.end()) ==
-        std::vector<float>(out.begin() + kSeq * kChannels, out.end()));
+  CHECK(std::vector<float>(changed_out.begin() + kSeq * out_width, changed_out.end()) ==
+        std::vector<float>(out.begin() + kSeq * out_width, out.end()));
+}
+
+}  // namespace
+
+TEST_CASE("causal multi-head attention: forward against its definition, backward in q, k and v, and causality") {
+  test_attention(kMultiHead);
+}
+
+TEST_CASE("grouped-query attention: each key/value head shared by its group, its gradient summed over it") {
+  test_attention(kGroupedQuery);
 }
 
 TEST_CASE("tanh GELU: activation_forward with kGeluTanh, in place or not, its backward, and in bf16") {
@@ -408,6 +431,194 @@ TEST_CASE("residual add: out = a + b, into a third buffer or onto an input") {
   auto loss = [&] { return weighted_sum(forward(), weights); };
   check_gradient("add a", a, weights, loss, kFiniteDifferences);
   check_gradient("add b", b, weights, loss, kFiniteDifferences);
+}
+
+// A Llama's ops: RMSNorm, SwiGLU, the embedding without positions and RoPE.
+TEST_CASE("rmsnorm: forward is weight * (x * rstd) and saves rstd; backward accumulates") {
+  const float eps = 1e-5f;
+  // Off-center rows: unlike LayerNorm, RMSNorm does not take the mean out.
+  std::vector<float> x = random_values(kRows * kChannels, 60, 1.0f, 0.5f);
+  std::vector<float> weight = random_values(kChannels, 61, 1.0f, 1.0f);
+  const std::vector<float> weights = random_values(kRows * kChannels, 62);
+  std::vector<float> rstd(kRows);
+  auto forward = [&] {
+    std::vector<float> out(kRows * kChannels);
+    cpu().norm->rmsnorm_forward(kStream, out.data(), rstd.data(), x.data(), {}, nullptr, weight.data(), kRows,
+                                kChannels, eps);
+    return out;
+  };
+  std::vector<double> expected(kRows * kChannels), expected_rstd(kRows);
+  for (int64_t r = 0; r < kRows; ++r) {
+    double squares = 0.0;
+    for (int64_t c = 0; c < kChannels; ++c) squares += std::pow(x[r * kChannels + c], 2);
+    expected_rstd[r] = 1.0 / std::sqrt(squares / kChannels + eps);
+    for (int64_t c = 0; c < kChannels; ++c)
+      expected[r * kChannels + c] = weight[c] * (x[r * kChannels + c] * expected_rstd[r]);
+  }
+  check_close("rmsnorm forward", forward(), expected, {1e-6, 1e-6});
+  check_close("rmsnorm rstd", rstd, expected_rstd, {0.0, 1e-6});
+
+  auto backward = [&](std::vector<float>& grad_x, std::vector<float>& grad_weight) {
+    forward();
+    cpu().norm->rmsnorm_backward(kStream, grad_x.data(), {}, grad_weight.data(), weights.data(), x.data(),
+                                 weight.data(), rstd.data(), kRows, kChannels);
+  };
+  std::vector<float> grad_x(x.size(), 0.0f), grad_weight(kChannels, 0.0f);
+  backward(grad_x, grad_weight);
+  auto loss = [&] { return weighted_sum(forward(), weights); };
+  check_gradient("rmsnorm x", x, grad_x, loss, kFiniteDifferences);
+  check_gradient("rmsnorm weight", weight, grad_weight, loss, kFiniteDifferences);
+
+  const std::vector<float> prior_x = random_values(x.size(), 63), prior_weight = random_values(kChannels, 64);
+  std::vector<float> accumulated_x = prior_x, accumulated_weight = prior_weight;
+  backward(accumulated_x, accumulated_weight);
+  check_close("rmsnorm grad_x accumulates", accumulated_x, plus(prior_x, grad_x), kAccumulated);
+  check_close("rmsnorm grad_weight accumulates", accumulated_weight, plus(prior_weight, grad_weight), kAccumulated);
+
+  SUBCASE("the residual add fused in: x + add is written and normalized, bitwise as apart") {
+    const std::vector<float> add = random_values(x.size(), 65);
+    const std::vector<float> sum = plus(x, add);
+    std::vector<float> written(x.size()), fused(x.size()), fused_rstd(kRows);
+    cpu().norm->rmsnorm_forward(kStream, fused.data(), fused_rstd.data(), x.data(), add.data(), written.data(),
+                                weight.data(), kRows, kChannels, eps);
+    CHECK(written == sum);
+    x = sum;
+    CHECK(fused == forward());
+    CHECK(fused_rstd == rstd);
+  }
+  SUBCASE("bf16: out rounded once, a bf16 add and grad_out widened, grad_x's copy after the accumulation") {
+    const std::vector<Bf16> add = to_bf16(random_values(x.size(), 66));
+    std::vector<float> written(x.size()), bf16_rstd(kRows);
+    std::vector<Bf16> out(x.size());
+    cpu().norm->rmsnorm_forward(kStream, out.data(), bf16_rstd.data(), x.data(), add.data(), written.data(),
+                                weight.data(), kRows, kChannels, eps);
+    x = plus(x, to_floats(add));
+    CHECK(written == x);
+    CHECK(to_floats(out) == rounded(forward()));
+    CHECK(bf16_rstd == rstd);
+
+    const std::vector<Bf16> grad_out = to_bf16(weights);
+    std::vector<float> grad_x = prior_x, grad_weight(kChannels, 0.0f);
+    std::vector<Bf16> copy(x.size());
+    cpu().norm->rmsnorm_backward(kStream, grad_x.data(), copy.data(), grad_weight.data(), grad_out.data(), x.data(),
+                                 weight.data(), rstd.data(), kRows, kChannels);
+    std::vector<float> expected_x = prior_x, expected_weight(kChannels, 0.0f);
+    const std::vector<float> widened = to_floats(grad_out);
+    cpu().norm->rmsnorm_backward(kStream, expected_x.data(), {}, expected_weight.data(), widened.data(), x.data(),
+                                 weight.data(), rstd.data(), kRows, kChannels);
+    CHECK(grad_x == expected_x);
+    CHECK(grad_weight == expected_weight);
+    CHECK(to_floats(copy) == rounded(grad_x));
+  }
+}
+
+TEST_CASE("swiglu: silu(gate) * up over rows of gate and up side by side; backward overwrites both; bf16") {
+  const int64_t width = kChannels;
+  // Wide enough to reach the tails, where the sigmoid saturates.
+  std::vector<float> gate_up = random_values(kRows * 2 * width, 70, 6.0f);
+  const std::vector<float> weights = random_values(kRows * width, 71);
+  auto forward = [&] {
+    std::vector<float> out(kRows * width);
+    cpu().elementwise.swiglu_forward(kStream, out.data(), gate_up.data(), kRows, width);
+    return out;
+  };
+  std::vector<double> expected(kRows * width);
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t j = 0; j < width; ++j) {
+      const double gate = gate_up[r * 2 * width + j], up = gate_up[r * 2 * width + width + j];
+      expected[r * width + j] = gate / (1.0 + std::exp(-gate)) * up;
+    }
+  check_close("swiglu forward", forward(), expected, {1e-7, 1e-6});
+
+  // Starts from garbage: grad_gate_up is overwritten.
+  std::vector<float> grad = random_values(gate_up.size(), 72, 100.0f);
+  cpu().elementwise.swiglu_backward(kStream, grad.data(), weights.data(), gate_up.data(), kRows, width);
+  check_gradient("swiglu gate_up", gate_up, grad, [&] { return weighted_sum(forward(), weights); },
+                 kFiniteDifferences);
+
+  const std::vector<Bf16> gate_up_bf16 = to_bf16(gate_up), weights_bf16 = to_bf16(weights);
+  std::vector<Bf16> out_bf16(kRows * width), grad_bf16(gate_up.size());
+  cpu().elementwise.swiglu_forward(kStream, out_bf16.data(), gate_up_bf16.data(), kRows, width);
+  gate_up = rounded(gate_up);
+  CHECK(to_floats(out_bf16) == rounded(forward()));
+  cpu().elementwise.swiglu_backward(kStream, grad_bf16.data(), weights_bf16.data(), gate_up_bf16.data(), kRows,
+                                    width);
+  const std::vector<float> weight_values = to_floats(weights_bf16);
+  cpu().elementwise.swiglu_backward(kStream, grad.data(), weight_values.data(), gate_up.data(), kRows, width);
+  CHECK(to_floats(grad_bf16) == rounded(grad));
+}
+
+TEST_CASE("embedding without positions (wpe null): the token's row alone; backward accumulates it alone") {
+  const int32_t vocab = 7;
+  const std::vector<int32_t> tokens = random_tokens(kRows, 80, vocab);
+  std::vector<float> wte = random_values(vocab * kChannels, 81);
+  const std::vector<float> weights = random_values(kRows * kChannels, 82);
+  auto forward = [&] {
+    std::vector<float> out(kRows * kChannels);
+    cpu().embedding->embedding_forward(kStream, out.data(), tokens.data(), wte.data(), nullptr, kBatch, kSeq,
+                                       kChannels);
+    return out;
+  };
+  const std::vector<float> out = forward();
+  for (int64_t r = 0; r < kRows; ++r)
+    CHECK(std::equal(out.begin() + r * kChannels, out.begin() + (r + 1) * kChannels,
+                     wte.begin() + tokens[r] * kChannels));
+  const std::vector<float> prior = random_values(wte.size(), 83);
+  std::vector<float> grad_wte(wte.size(), 0.0f), accumulated = prior;
+  cpu().embedding->embedding_backward(kStream, grad_wte.data(), nullptr, weights.data(), tokens.data(), kBatch, kSeq,
+                                      kChannels);
+  check_gradient("embedding without positions wte", wte, grad_wte, [&] { return weighted_sum(forward(), weights); },
+                 kFiniteDifferences);
+  cpu().embedding->embedding_backward(kStream, accumulated.data(), nullptr, weights.data(), tokens.data(), kBatch,
+                                      kSeq, kChannels);
+  check_close("embedding without positions grad_wte accumulates", accumulated, plus(prior, grad_wte), kAccumulated);
+}
+
+TEST_CASE("rope: each query and key head's halves rotated (rotate_half), the values untouched; backward the transpose") {
+  const trainctl::AttentionShape shape = kGroupedQuery;
+  const int64_t half = shape.head_size / 2, width = shape.qkv_width();
+  std::vector<float> qkv = random_values(kRows * width, 90, 1.5f);
+  const std::vector<float> angles = random_values(kSeq * half, 91, 3.0f);
+  std::vector<float> cos(angles.size()), sin(angles.size());
+  for (size_t i = 0; i < angles.size(); ++i) {
+    cos[i] = std::cos(angles[i]);
+    sin[i] = std::sin(angles[i]);
+  }
+  const std::vector<float> weights = random_values(qkv.size(), 92);
+  auto forward = [&](const std::vector<float>& input) {
+    std::vector<float> out = input;
+    cpu().rope->rope_forward(kStream, out.data(), cos.data(), sin.data(), shape);
+    return out;
+  };
+  const std::vector<float> out = forward(qkv);
+  std::vector<double> expected(qkv.begin(), qkv.end());
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t h = 0; h < shape.heads + shape.kv_heads; ++h)
+      for (int64_t i = 0; i < half; ++i) {
+        const int64_t at = r * width + h * shape.head_size + i, t = r % kSeq;
+        const double x1 = qkv[at], x2 = qkv[at + half], c = cos[t * half + i], s = sin[t * half + i];
+        expected[at] = x1 * c - x2 * s;
+        expected[at + half] = x2 * c + x1 * s;
+      }
+  check_close("rope forward (the value heads as they were)", out, expected, {1e-7, 1e-6});
+  for (int64_t r = 0; r < kRows; ++r) {
+    const auto values = qkv.begin() + r * width + (shape.heads + shape.kv_heads) * shape.head_size;
+    CHECK(std::equal(values, values + shape.kv_heads * shape.head_size,
+                     out.begin() + (values - qkv.begin())));
+  }
+
+  // The op is linear in qkv: the gradient of sum(weights * rope(qkv)) is the backward of weights.
+  std::vector<float> grad = weights;
+  cpu().rope->rope_backward(kStream, grad.data(), cos.data(), sin.data(), shape);
+  check_gradient("rope qkv", qkv, grad, [&] { return weighted_sum(forward(qkv), weights); }, kFiniteDifferences);
+  // cos^2 + sin^2 = 1: the backward undoes the forward.
+  std::vector<float> undone = out;
+  cpu().rope->rope_backward(kStream, undone.data(), cos.data(), sin.data(), shape);
+  check_close("rope backward of forward", undone, qkv, {1e-6, 1e-6});
+
+  std::vector<Bf16> qkv_bf16 = to_bf16(qkv);
+  cpu().rope->rope_forward(kStream, qkv_bf16.data(), cos.data(), sin.data(), shape);
+  CHECK(to_floats(qkv_bf16) == rounded(forward(rounded(qkv))));
 }
 
 TEST_CASE("cross-entropy over a vocabulary of 256, one row per token, its gradient over the logits") {

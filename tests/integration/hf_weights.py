@@ -1,11 +1,16 @@
-"""Hugging Face model directories by hand, with json, struct and torch (Debian has neither the
-safetensors nor the transformers module): what the tests write as a download, and read an export
-with. A module (gpt2_peer.py reads and writes its files with it) and hf_directories.sh's side:
+"""Hugging Face model directories by hand, with json, struct and torch over peer_lib.py's
+safetensors (Debian has neither the safetensors nor the transformers module): what the tests
+write as a download, and read an export with. The side of hf_directories.sh and
+gpt2_init_from.sh:
   shard SRC OUT... --files N --dtype bf16 --config TOML
                   SRC's tensors into each OUT, a directory of N shards split as save_pretrained
                   splits them, with model.safetensors.index.json, and config.json as the Hub's
                   gpt2 has it for the config's [model]; OUT as DIR:TENSOR: that tensor one column
                   short
+  same-weights CKPT=WEIGHTS[:bfloat16]...
+                  each checkpoint's weights are those of the safetensors file or Hugging Face
+                  directory WEIGHTS (by name, with or without "transformer."), bitwise; with
+                  :bfloat16, WEIGHTS rounded to bf16 by torch first
   check-export CKPT DIR:DTYPE:MAX_SHARD_SIZE...
                   each DIR is what save_pretrained would write of the checkpoint's model: the
                   same files, shards and index (json.dumps(index, indent=2, sort_keys=True) +
@@ -20,58 +25,25 @@ import sys
 import tomllib
 
 import h5py
-import numpy as np
 import torch
 
 from export_safetensors import expected_config
+from peer_lib import SAFETENSORS_TYPES, read_safetensors, write_safetensors
 
-DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
-# Integers of each width, to move a tensor's bytes through numpy, which has no bfloat16.
-SAME_WIDTH = {torch.float32: (torch.int32, "<i4"), torch.bfloat16: (torch.int16, "<i2"),
-              torch.float16: (torch.int16, "<i2")}
 INDEX = "model.safetensors.index.json"
 
 
-def tensor_bytes(tensor):
-    integers, _ = SAME_WIDTH[tensor.dtype]
-    return tensor.detach().contiguous().view(integers).numpy().tobytes()
-
-
-def write_safetensors(path, tensors):
-    """The format: an 8-byte little-endian header length, the JSON header padded with spaces to 8
-    bytes, then each tensor's bytes, in the dict's order."""
-    header, blobs, offset = {}, [], 0
-    for name, tensor in tensors.items():
-        blob = tensor_bytes(tensor)
-        dtype = next(key for key, value in DTYPES.items() if value == tensor.dtype)
-        header[name] = {"dtype": dtype, "shape": list(tensor.shape), "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    header["__metadata__"] = {"format": "pt"}
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-
-
-def read_safetensors(path):
-    """{name: tensor} in the order of their data, each in its stored dtype."""
+def stored_dtypes(path):
+    """{name: dtype name} of a safetensors file's header."""
     with open(path, "rb") as f:
-        data = f.read()
-    (length,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + length])
-    header.pop("__metadata__", None)
-    start, tensors = 8 + length, {}
-    for name, entry in sorted(header.items(), key=lambda item: item[1]["data_offsets"]):
-        dtype = DTYPES[entry["dtype"]]
-        begin, end = entry["data_offsets"]
-        integers = np.frombuffer(data[start + begin:start + end], dtype=SAME_WIDTH[dtype][1]).copy()
-        tensors[name] = torch.from_numpy(integers).view(dtype).reshape(entry["shape"])
-    return tensors
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(length))
+    return {name: entry["dtype"] for name, entry in header.items() if name != "__metadata__"}
 
 
 def read_weights(path):
-    """A safetensors file's tensors, or a Hugging Face directory's: model.safetensors, else the shards."""
+    """A safetensors file's tensors, or a Hugging Face directory's (model.safetensors, else the
+    shards), as float32."""
     if not os.path.isdir(path):
         return read_safetensors(path)
     if os.path.exists(f"{path}/model.safetensors"):
@@ -126,7 +98,8 @@ def hub_gpt2_config(model, torch_dtype):
 
 
 def command_shard(args):
-    tensors = {name: tensor.to(DTYPES[args.dtype.upper()]) for name, tensor in read_safetensors(args.source).items()}
+    dtype = args.dtype.upper()
+    tensors = {name: tensor.to(SAFETENSORS_TYPES[dtype]) for name, tensor in read_safetensors(args.source).items()}
     with open(args.config, "rb") as f:
         model = tomllib.load(f)["model"]
     for out in args.out:
@@ -143,11 +116,11 @@ def command_shard(args):
         assert len(shards) == args.files, shards
         os.makedirs(directory)
         for name, shard in zip(shard_names(len(shards)), shards):
-            write_safetensors(f"{directory}/{name}", {key: written[key] for key in shard})
+            write_safetensors(f"{directory}/{name}", {key: written[key] for key in shard}, dtype)
         with open(f"{directory}/{INDEX}", "w") as f:
             f.write(index_text(shards, written))
         with open(f"{directory}/config.json", "w") as f:
-            torch_dtype = {"BF16": "bfloat16", "F16": "float16"}.get(args.dtype.upper(), "float32")
+            torch_dtype = {"BF16": "bfloat16", "F16": "float16"}.get(dtype, "float32")
             json.dump(hub_gpt2_config(model, torch_dtype), f, indent=2, sort_keys=True)
         print(f"wrote {directory}: {len(written)} tensors in {len(shards)} files ({args.dtype})")
 
@@ -168,15 +141,17 @@ def check_export(directory, dtype_name, max_shard_size, stored, config):
             written = f.read()
         if written != index_text(shards, expected):
             sys.exit(f"FAIL: {directory}'s index is\n{written}\nexpected\n{index_text(shards, expected)}")
+    stored_name = {"fp32": "F32", "bf16": "BF16"}[dtype_name]
     for name, shard in zip(names, shards):
-        tensors = read_safetensors(f"{directory}/{name}")
-        if list(tensors) != shard:
-            sys.exit(f"FAIL: {directory}/{name} holds {list(tensors)}, expected {shard}")
-        integers = SAME_WIDTH[dtype][0]
+        path = f"{directory}/{name}"
+        dtypes, tensors = stored_dtypes(path), read_safetensors(path)
+        if sorted(tensors) != sorted(shard):
+            sys.exit(f"FAIL: {path} holds {sorted(tensors)}, expected {sorted(shard)}")
         for key, tensor in tensors.items():
-            if tensor.dtype != dtype or tensor.shape != expected[key].shape or not torch.equal(
-                    tensor.view(integers), expected[key].view(integers)):
-                sys.exit(f"FAIL: {directory}/{name}: {key} is not the checkpoint's in {dtype}, bitwise")
+            # Widened to float32, exactly: equal bits there are equal bits as stored.
+            if dtypes[key] != stored_name or tensor.shape != expected[key].shape or not torch.equal(
+                    tensor.view(torch.int32), expected[key].float().view(torch.int32)):
+                sys.exit(f"FAIL: {path}: {key} is not the checkpoint's in {dtype_name}, bitwise")
     with open(f"{directory}/config.json") as f:
         written = json.load(f)
     wanted = {**expected_config(config["model"]), "torch_dtype": {"fp32": "float32", "bf16": "bfloat16"}[dtype_name]}
@@ -184,6 +159,24 @@ def check_export(directory, dtype_name, max_shard_size, stored, config):
         sys.exit(f"FAIL: {directory}/config.json is {written}, expected {wanted}")
     print(f"{directory}: {len(expected)} tensors in {len(shards)} files as save_pretrained writes them, "
           f"{dtype_name}, bitwise the checkpoint's; config.json right")
+
+
+def command_same_weights(args):
+    for pair in args.pairs:
+        checkpoint, _, weights = pair.partition("=")
+        weights, _, rounded_to = weights.partition(":")
+        stored = read_weights(weights)
+        with h5py.File(checkpoint, "r") as f:
+            names = list(f["model"])
+            for name in names:
+                tensor = torch.from_numpy(f["model"][name][:])
+                theirs = stored.get(name, stored.get(name.removeprefix("transformer.")))
+                if theirs is not None and rounded_to:
+                    theirs = theirs.to(getattr(torch, rounded_to)).float()
+                if theirs is None or theirs.shape != tensor.shape or not torch.equal(theirs, tensor):
+                    sys.exit(f"FAIL: {checkpoint}'s {name} is not {weights}'s, bitwise")
+        print(f"{checkpoint}: all {len(names)} tensors are {weights}'s{' rounded to ' + rounded_to if rounded_to else ''}, "
+              "bitwise")
 
 
 def command_check_export(args):
@@ -202,9 +195,12 @@ def main():
     shard.add_argument("source")
     shard.add_argument("out", nargs="+", help="DIR, or DIR:TENSOR for that tensor one column short")
     shard.add_argument("--files", type=int, required=True)
-    shard.add_argument("--dtype", required=True, choices=["f32", "bf16", "f16"])
+    shard.add_argument("--dtype", required=True, choices=["f32", "bf16"])
     shard.add_argument("--config", required=True)
     shard.set_defaults(run=command_shard)
+    same = commands.add_parser("same-weights")
+    same.add_argument("pairs", nargs="+", help="CKPT=WEIGHTS, or CKPT=WEIGHTS:bfloat16")
+    same.set_defaults(run=command_same_weights)
     check = commands.add_parser("check-export")
     check.add_argument("checkpoint")
     check.add_argument("exports", nargs="+", help="DIR:DTYPE:MAX_SHARD_SIZE, DTYPE fp32 or bf16")

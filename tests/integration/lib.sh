@@ -43,7 +43,8 @@ make_token_data() {
 
 # write_config FILE NAME KEY=VALUE...: a config with [job] name NAME; each KEY=VALUE (TOML
 # syntax, KEY as table.key) overrides the defaults below: an MLP on make_data's files, or, given
-# model.kind='"gpt2"', a small GPT-2 on make_token_data's.
+# model.kind='"gpt2"' or model.kind='"llama"', a small GPT-2 or Llama (4 query heads sharing 2
+# key/value heads) on make_token_data's.
 write_config() {
   local file=$1 name=$2
   shift 2
@@ -56,6 +57,10 @@ write_config() {
   )
   if [[ " $* " == *' model.kind="gpt2" '* ]]; then
     values+=([model.n_layer]=2 [model.n_head]=2 [model.n_embd]=32 [model.block_size]=32 [model.vocab_size]=256
+      [data.train]='"data/text_train.bin"' [data.shuffle]=true [train.micro_batch]=4 [train.lr]=3e-3)
+  elif [[ " $* " == *' model.kind="llama" '* ]]; then
+    values+=([model.n_layer]=2 [model.n_head]=4 [model.n_kv_head]=2 [model.n_embd]=32 [model.intermediate_size]=64
+      [model.block_size]=32 [model.vocab_size]=256
       [data.train]='"data/text_train.bin"' [data.shuffle]=true [train.micro_batch]=4 [train.lr]=3e-3)
   else
     values+=([model.inputs]=32 [model.hidden]='[64]' [model.classes]=4 [model.activation]='"relu"'

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# PyTorch as the oracle of the Llama (llama_peer.py: LlamaForCausalLM written there as
+# transformers computes it), on the CPU device in fp32, for two models:
+#  - gqa: 6 query heads sharing 2 key/value heads of head_dim 32 (n_embd 96, so n_head * head_dim
+#    is not n_embd), a SwiGLU MLP of 160, rope_theta 500000 with llama3 rope scaling whose
+#    original context of 64 puts the wavelengths of 16 to 64 in its blend (so that all three of
+#    its rules turn the heads within block_size 32), untied;
+#  - tied: the same with tied embeddings and n_kv_head = n_head.
+# Each from a model.safetensors of Hugging Face's names that PyTorch wrote (weights of normal(0,
+# 0.1), norm weights around 1: attention far from uniform), by train.init_from, then 20 AdamW steps
+# (weight decay 0.1) on the same unshuffled batches: each step's loss within 1e-5 relative of
+# PyTorch's, the step-20 weights and AdamW state within 1e-4 (max |a - b| / max |b| per tensor);
+# and `trainctl sample --temperature 0` from steps 20 and 0, 40 tokens past block_size, is
+# PyTorch's greedy decoding. `trainctl export` of the gqa run loads into a Llama of its config.json with the
+# checkpoint's logits (1e-5), and decodes as trainctl did.
+source "$(dirname "$0")/lib.sh"
+/usr/bin/python3 -c 'import torch, h5py' 2>/dev/null || { echo "SKIP: python3-torch or python3-h5py missing"; exit 77; }
+peer() { /usr/bin/python3 "$(dirname "$0")/llama_peer.py" "$@"; }
+make_token_data
+llama=(model.kind='"llama"' model.n_layer=2 model.n_head=6 model.head_dim=32 model.n_embd=96
+  model.intermediate_size=160 model.rope_theta=500000.0
+  'model.rope_scaling={ rope_type = "llama3", factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 64 }'
+  job.ranks_per_node=1 data.shuffle=false train.steps=20 train.log_every=1 train.lr=1e-3 train.weight_decay=0.1
+  checkpoint.every_steps=20)
+declare -A variant=([gqa]='model.n_kv_head=2' [tied]='model.n_kv_head=6 model.tie_embeddings=true')
+prompt="This License"
+
+for name in gqa tied; do
+  read -ra settings <<<"${variant[$name]}"
+  write_config "$name-shape.toml" "$name" "${llama[@]}" "${settings[@]}"
+done
+peer init --seed 5 gqa-shape.toml hf-gqa tied-shape.toml hf-tied >/dev/null
+for name in gqa tied; do
+  read -ra settings <<<"${variant[$name]}"
+  write_config "$name.toml" "$name" "${llama[@]}" "${settings[@]}" train.init_from="\"hf-$name/model.safetensors\""
+  TRAINCTL_TEST_SAVE_INITIAL=1 "$TRAINCTL" run "$name.toml" >"$name.log" || fail "$name: $(cat "$name.log")"
+  # From the trained model, and from the initial one, whose argmax wanders over the bytes.
+  for step in 20 0; do
+    "$TRAINCTL" sample "$(checkpoint_of "runs/$name" $step)" --prompt "$prompt" --tokens 40 --temperature 0 \
+      >"$name-sample-$step.txt"
+  done
+  echo "$name: 20 AdamW steps against PyTorch's, and greedy decoding"
+  peer run "runs/$name" --steps 20 --prompt "$prompt" --tokens 40 --sample "20=$name-sample-20.txt" \
+    "0=$name-sample-0.txt"
+done
+
+"$TRAINCTL" export runs/gqa -o exported >/dev/null
+peer export exported "$(checkpoint_of runs/gqa 20)" --prompt "$prompt" --tokens 40 --trainctl-output gqa-sample-20.txt
+echo "PASS"
