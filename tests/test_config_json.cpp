@@ -16,6 +16,7 @@
 #include "bad_input.h"
 #include "config_json.h"
 #include "gpt2/gpt2_spec.h"
+#include "llama/llama_spec.h"
 #include "mlp/mlp_spec.h"
 
 namespace {
@@ -101,6 +102,60 @@ TEST_CASE("config.json: null is the absent field's value; a field without a defa
   config.erase("classes");
   CHECK(checked(directory, config, mlp) ==
         "train.init_from: " + directory.config() + " has no classes, but the config's model.classes is 3");
+}
+
+TEST_CASE("config.json: Llama's, as the Hub's Llama 3.2 1B has it (sizes shrunk), and as older files omit fields") {
+  trainctl::LlamaSpec llama;
+  llama.n_layer = 2;
+  llama.n_embd = 64;
+  llama.n_head = 4;
+  llama.n_kv_head = 2;
+  llama.head_dim = 16;
+  llama.intermediate_size = 128;
+  llama.vocab_size = 256;
+  llama.block_size = 32;
+  llama.tie_embeddings = true;
+  llama.rope_scaling = trainctl::Llama3RopeScaling{32.0, 1.0, 4.0, 8192};
+  const WeightsDirectory directory;
+  const std::string prefix = "train.init_from: " + directory.config() + ": ";
+  // The fields as Llama-3.2-1B's config.json spells them: integers where [model] has floats, more
+  // max_position_embeddings than the context trained at, token ids, a transformers version.
+  nlohmann::json hub = nlohmann::json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 128000, "eos_token_id": 128001, "head_dim": 16, "hidden_act": "silu",
+    "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 128,
+    "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+    "num_attention_heads": 4, "num_hidden_layers": 2, "num_key_value_heads": 2, "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05, "rope_scaling": {"factor": 32, "high_freq_factor": 4, "low_freq_factor": 1,
+    "original_max_position_embeddings": 8192, "rope_type": "llama3"}, "rope_theta": 500000,
+    "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.45.0.dev0",
+    "use_cache": true, "vocab_size": 256})");
+  CHECK(checked(directory, hub, llama) == "");
+  // head_dim and num_key_value_heads absent: LlamaConfig derives them, here as [model] has them.
+  nlohmann::json older = hub;
+  older.erase("head_dim");
+  CHECK(checked(directory, older, llama) == "");
+  older.erase("num_key_value_heads");
+  CHECK(checked(directory, older, llama) ==
+        prefix + "num_key_value_heads is absent, which means 4, but the config's model.n_kv_head is 2");
+  // rope_scaling: one that differs, then none in the file, then none in [model] either, null or absent.
+  nlohmann::json scaled = hub;
+  scaled["rope_scaling"]["factor"] = 8.0;
+  CHECK(checked(directory, scaled, llama) ==
+        prefix + "rope_scaling is {\"factor\":8.0,\"high_freq_factor\":4,\"low_freq_factor\":1,"
+                 "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"} but the config's "
+                 "model.rope_scaling is {\"factor\":32.0,\"high_freq_factor\":4.0,\"low_freq_factor\":1.0,"
+                 "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"}");
+  scaled["rope_scaling"] = nullptr;
+  CHECK(checked(directory, scaled, llama).starts_with(prefix + "rope_scaling is null, which means null, but"));
+  llama.rope_scaling.reset();
+  CHECK(checked(directory, scaled, llama) == "");
+  scaled.erase("rope_scaling");
+  CHECK(checked(directory, scaled, llama) == "");
+  // rope_theta absent means LlamaConfig's 10000, not trainctl's 500000.
+  scaled.erase("rope_theta");
+  CHECK(checked(directory, scaled, llama) ==
+        prefix + "rope_theta is absent, which means 10000.0, but the config's model.rope_theta is 500000.0");
 }
 
 TEST_CASE("config.json: checked only where there is one; one that is no JSON object is refused") {

@@ -10,10 +10,10 @@ namespace trainctl {
 namespace {
 
 // LlamaConfig's fields for the tensors' LlamaForCausalLM names: each [model] key's counterpart
-// (llama_spec.h) with what transformers takes when config.json lacks it (head_dim and
-// num_key_value_heads derived from the fields compared before them), the fixed parts of the
-// architecture (SiLU, no biases, no dropout), and max_position_embeddings, which trainctl does not
-// have, as the context it trains at.
+// (llama_spec.h), with LlamaConfig's defaults for those a config.json lacks (transformers 4.x,
+// which wrote the Hub's Llama 3 files); the fixed parts of the architecture (SiLU, no biases, no
+// dropout); and max_position_embeddings, which trainctl does not have, as the context it trained
+// at, not compared.
 std::vector<ConfigJsonField> llama_config_json(const ModelSpec& spec) {
   const auto& llama = spec.as<LlamaSpec>();
   nlohmann::json rope_scaling = nullptr;
@@ -25,14 +25,17 @@ std::vector<ConfigJsonField> llama_config_json(const ModelSpec& spec) {
         {"high_freq_factor", llama.rope_scaling->high_freq_factor},
         {"original_max_position_embeddings", llama.rope_scaling->original_max_position_embeddings},
     };
+  // Compared after num_attention_heads and hidden_size, so that the defaults derived from them
+  // may be taken from the spec.
+  const int64_t heads_when_absent = llama.n_head, head_dim_when_absent = llama.n_embd / llama.n_head;
   return {
       {"architectures", nlohmann::json::array({"LlamaForCausalLM"}), "", std::nullopt},
       {"model_type", "llama", "", std::nullopt},
       {"num_hidden_layers", llama.n_layer, "n_layer", 32},
       {"hidden_size", llama.n_embd, "n_embd", 4096},
       {"num_attention_heads", llama.n_head, "n_head", 32},
-      {"num_key_value_heads", llama.n_kv_head, "n_kv_head", llama.n_head},
-      {"head_dim", llama.head_dim, "head_dim", llama.n_embd / llama.n_head},
+      {"num_key_value_heads", llama.n_kv_head, "n_kv_head", heads_when_absent},
+      {"head_dim", llama.head_dim, "head_dim", head_dim_when_absent},
       {"intermediate_size", llama.intermediate_size, "intermediate_size", 11008},
       {"vocab_size", llama.vocab_size, "vocab_size", 32000},
       {"max_position_embeddings", llama.block_size, "", std::nullopt},

@@ -3,7 +3,7 @@ written here (no transformers) with the parameter names and layouts of Hugging F
 GPT2LMHeadModel (Conv1D weights [in, out], the LM head tied to transformer.wte), so that a
 trainctl checkpoint loads with load_state_dict(strict=True). Everything else it needs (shape,
 data file, batch, optimizer settings) it reads from the checkpoint's resolved config; what the
-peers share (the commands loss, train, sample, greedy and same-weights among them) is peer_lib.py's.
+peers share (the commands loss, train, sample and greedy among them) is peer_lib.py's.
   loss CKPT --expect L      the mean loss of the batch of the checkpoint's next step, to 1e-5
   train START END [--metrics FILE]
                             AdamW from START over the same unshuffled batches, against END, to 1e-4
@@ -12,9 +12,6 @@ peers share (the commands loss, train, sample, greedy and same-weights among the
   init CONFIG OUT --seed S  a model.safetensors of the config's GPT-2 from PyTorch's init, named as
                             the Hugging Face Hub's GPT-2 files are (no "transformer." prefix, the
                             causal-mask buffers and the tied lm_head.weight stored too)
-  same-weights CKPT WEIGHTS [--rounded-to bfloat16]
-                            the checkpoint's weights are those of the safetensors file or Hugging
-                            Face directory (hf_weights.py), bitwise (rounded to bf16 first)
   greedy CKPT --prompt-tokens JSON --tokens N
                             PyTorch's greedy continuation (argmax, the lowest id among equal
                             maxima) of the prompt's tokens, as a JSON list of N tokens
@@ -28,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from hf_weights import write_safetensors
-from peer_lib import Checkpoint, add_common_commands, cross_entropy
+from peer_lib import add_common_commands, cross_entropy
 
 
 class Conv1D(torch.nn.Module):

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Hugging Face model directories, both ways, at a tiny GPT-2 (hf_weights.py writes and reads them
-# with json, struct and torch; gpt2_peer.py compares weights):
+# Hugging Face model directories, both ways, at a tiny GPT-2 (hf_weights.py writes, reads and
+# compares them with json, struct and torch):
 #  - train.init_from of a download-shaped directory: the Hub's gpt2 config.json for [model], and
 #    PyTorch's init in 3 bf16 shards with model.safetensors.index.json, as save_pretrained splits
-#    them: step 0 holds the fp32 file's weights rounded to bf16 by torch, bitwise;
+#    them: step 0 holds the fp32 file's weights rounded to bf16 by torch, bitwise; and the same of
+#    a Llama's directory (llama_peer.py's: rope scaling, untied head, 3 bf16 shards);
 #  - refused, exit 2, each naming it: a config.json that disagrees with [model] (by validate's
 #    preflight, and by the runtime itself), a tensor of the wrong shape (both shapes), a shard
 #    that is missing, an index naming a tensor no file has, a tensor the index does not name;
@@ -16,6 +17,7 @@
 source "$(dirname "$0")/lib.sh"
 /usr/bin/python3 -c 'import torch, h5py' 2>/dev/null || { echo "SKIP: python3-torch or python3-h5py missing"; exit 77; }
 peer() { /usr/bin/python3 "$TRAINCTL_SOURCE_DIR/tests/integration/gpt2_peer.py" "$@"; }
+llama_peer() { /usr/bin/python3 "$TRAINCTL_SOURCE_DIR/tests/integration/llama_peer.py" "$@"; }
 hf() { /usr/bin/python3 "$TRAINCTL_SOURCE_DIR/tests/integration/hf_weights.py" "$@"; }
 make_token_data
 gpt2=(model.kind='"gpt2"' model.block_size=16 job.ranks_per_node=1 data.shuffle=false train.log_every=1
@@ -31,7 +33,13 @@ write_config tune.toml tune "${gpt2[@]}" train.steps=2 train.init_from='"hub"'
 "$TRAINCTL" validate tune.toml >/dev/null
 TRAINCTL_TEST_SAVE_INITIAL=1 "$TRAINCTL" run tune.toml >tune.log
 grep -qF "trainctl: init_from at step 0: $work/hub" tune.log || fail "no init_from event: $(cat tune.log)"
-peer same-weights "$(checkpoint_of runs/tune 0)" hub.safetensors --rounded-to bfloat16
+write_config llama.toml llama model.kind='"llama"' model.block_size=16 job.ranks_per_node=1 data.shuffle=false \
+  'model.rope_scaling={ rope_type = "llama3", factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 64 }' \
+  train.steps=1 train.init_from='"llama-hub"'
+llama_peer init --seed 3 --dtype BF16 --shards 3 llama.toml llama-hub >/dev/null
+[ "$(ls llama-hub | grep -c '^model-0000[123]-of-00003.safetensors$')" = 3 ] && [ -f llama-hub/model.safetensors.index.json ] ||
+  fail "not 3 shards and the index: $(ls llama-hub)"
+TRAINCTL_TEST_SAVE_INITIAL=1 "$TRAINCTL" run llama.toml >/dev/null
 
 # Directories that do not fit: exit 2, naming the key, the tensor, the file.
 expect_refused() {
@@ -69,7 +77,6 @@ grep -q "^exported $checkpoint (step 2, model gpt2): 28 tensors, fp32, to export
 "$TRAINCTL" export runs/tune -o exported-whole >/dev/null
 write_config again.toml again "${gpt2[@]}" train.steps=1 train.init_from='"exported"'
 TRAINCTL_TEST_SAVE_INITIAL=1 "$TRAINCTL" run again.toml >/dev/null
-peer same-weights "$(checkpoint_of runs/again 0)" exported
 expect_exit 2 "$TRAINCTL" export runs/tune -o none --max-shard-size 5GiB
 grep -qF -- '--max-shard-size: "5GiB" is not a size' err.txt || fail "a bad --max-shard-size: $(cat err.txt)"
 
@@ -86,6 +93,8 @@ expect_exit 2 "$TRAINCTL" export runs/tune -o mine
 grep -qF "mine holds notes.txt, which export does not write" err.txt || fail "export into mine/: $(cat err.txt)"
 [ "$(ls mine)" = notes.txt ] || fail "a refused export changed mine/: $(ls mine)"
 
+hf same-weights "$(checkpoint_of runs/tune 0)=hub.safetensors:bfloat16" "$(checkpoint_of runs/llama 0)=llama-hub" \
+  "$(checkpoint_of runs/again 0)=exported"
 hf check-export "$checkpoint" exported:fp32:20000 exported-bf16:bf16:20000 exported-whole:fp32:5000000000 \
   replaced:fp32:5000000000
 echo "PASS"

@@ -1,11 +1,16 @@
 """Hugging Face model directories by hand, with json, struct and torch (Debian has neither the
 safetensors nor the transformers module): what the tests write as a download, and read an export
-with. A module (gpt2_peer.py reads and writes its files with it) and hf_directories.sh's side:
+with. A module (the PyTorch peers read and write their files with it) and the side of
+hf_directories.sh, gpt2_init_from.sh and llama_pytorch.sh:
   shard SRC OUT... --files N --dtype bf16 --config TOML
                   SRC's tensors into each OUT, a directory of N shards split as save_pretrained
                   splits them, with model.safetensors.index.json, and config.json as the Hub's
                   gpt2 has it for the config's [model]; OUT as DIR:TENSOR: that tensor one column
                   short
+  same-weights CKPT=WEIGHTS[:bfloat16]...
+                  each checkpoint's weights are those of the safetensors file or Hugging Face
+                  directory WEIGHTS (by name, with or without "transformer."), bitwise; with
+                  :bfloat16, WEIGHTS rounded to bf16 by torch first
   check-export CKPT DIR:DTYPE:MAX_SHARD_SIZE...
                   each DIR is what save_pretrained would write of the checkpoint's model: the
                   same files, shards and index (json.dumps(index, indent=2, sort_keys=True) +
@@ -191,6 +196,24 @@ def check_export(directory, dtype_name, max_shard_size, stored, config):
           f"{dtype_name}, bitwise the checkpoint's; config.json right")
 
 
+def command_same_weights(args):
+    for pair in args.pairs:
+        checkpoint, _, weights = pair.partition("=")
+        weights, _, rounded_to = weights.partition(":")
+        stored = read_weights(weights)
+        with h5py.File(checkpoint, "r") as f:
+            names = list(f["model"])
+            for name in names:
+                tensor = torch.from_numpy(f["model"][name][:])
+                theirs = stored.get(name, stored.get(name.removeprefix("transformer.")))
+                if theirs is not None and rounded_to:
+                    theirs = theirs.to(getattr(torch, rounded_to))
+                if theirs is None or theirs.shape != tensor.shape or not torch.equal(theirs.float(), tensor):
+                    sys.exit(f"FAIL: {checkpoint}'s {name} is not {weights}'s, bitwise")
+        print(f"{checkpoint}: all {len(names)} tensors are {weights}'s{' rounded to ' + rounded_to if rounded_to else ''}, "
+              "bitwise")
+
+
 def command_check_export(args):
     with h5py.File(args.checkpoint, "r") as f:
         stored = {name: torch.from_numpy(f["model"][name][:]) for name in f["model"]}
@@ -210,6 +233,9 @@ def main():
     shard.add_argument("--dtype", required=True, choices=["f32", "bf16", "f16"])
     shard.add_argument("--config", required=True)
     shard.set_defaults(run=command_shard)
+    same = commands.add_parser("same-weights")
+    same.add_argument("pairs", nargs="+", help="CKPT=WEIGHTS, or CKPT=WEIGHTS:bfloat16")
+    same.set_defaults(run=command_same_weights)
     check = commands.add_parser("check-export")
     check.add_argument("checkpoint")
     check.add_argument("exports", nargs="+", help="DIR:DTYPE:MAX_SHARD_SIZE, DTYPE fp32 or bf16")

@@ -13,9 +13,9 @@
 # PyTorch's, the step-20 weights and AdamW state within 1e-4 (max |a - b| / max |b| per tensor);
 # and `trainctl sample --temperature 0` from steps 20 and 0, 40 tokens past block_size, is
 # PyTorch's greedy decoding. `trainctl export` of the gqa run loads into a Llama of its config.json with the
-# checkpoint's logits (1e-5), and decodes as trainctl did. A Hugging Face directory of 3 bf16
-# shards and the index loads by init_from bitwise; one whose config.json disagrees with [model] is
-# refused naming the field, and one with a tensor of another shape naming it and both shapes.
+# checkpoint's logits (1e-5), and decodes as trainctl did. A Hugging Face directory whose
+# config.json disagrees with [model] is refused naming the field, and one with a tensor of another
+# shape naming it and both shapes (hf_directories.sh loads a Llama's 3 bf16 shards and the index).
 source "$(dirname "$0")/lib.sh"
 /usr/bin/python3 -c 'import torch, h5py' 2>/dev/null || { echo "SKIP: python3-torch or python3-h5py missing"; exit 77; }
 peer() { /usr/bin/python3 "$(dirname "$0")/llama_peer.py" "$@"; }
@@ -32,7 +32,8 @@ for name in gqa tied; do
   read -ra settings <<<"${variant[$name]}"
   write_config "$name-shape.toml" "$name" "${llama[@]}" "${settings[@]}"
 done
-peer init --seed 5 gqa-shape.toml hf-gqa tied-shape.toml hf-tied >/dev/null
+write_config narrow-shape.toml narrow "${llama[@]}" model.n_kv_head=2 model.intermediate_size=150
+peer init --seed 5 gqa-shape.toml hf-gqa tied-shape.toml hf-tied narrow-shape.toml hf-narrow >/dev/null
 for name in gqa tied; do
   read -ra settings <<<"${variant[$name]}"
   write_config "$name.toml" "$name" "${llama[@]}" "${settings[@]}" train.init_from="\"hf-$name\""
@@ -50,21 +51,12 @@ done
 "$TRAINCTL" export runs/gqa -o exported >/dev/null
 peer export exported "$(checkpoint_of runs/gqa 20)" --prompt "$prompt" --tokens 40 --trainctl-output gqa-sample-20.txt
 
-# 3 bf16 shards and the index, save_pretrained's way: the weights widened exactly, bitwise.
-peer init --seed 6 --dtype BF16 --shards 3 gqa-shape.toml hf-bf16 >/dev/null
-[ "$(find hf-bf16 -name 'model-0000?-of-00003.safetensors' | wc -l)" = 3 ] && [ -f hf-bf16/model.safetensors.index.json ] ||
-  fail "hf-bf16 is not 3 shards and the index: $(ls hf-bf16)"
-write_config bf16.toml bf16 "${llama[@]}" model.n_kv_head=2 train.steps=1 train.init_from='"hf-bf16"'
-TRAINCTL_TEST_SAVE_INITIAL=1 "$TRAINCTL" run bf16.toml >bf16.log || fail "bf16 shards: $(cat bf16.log)"
-peer same-weights "$(checkpoint_of runs/bf16 0)" hf-bf16
 # Refused with exit 2: config.json against [model], then a tensor's shape (a directory of a
 # narrower MLP, its config.json taken away so that the weights are what is checked).
 write_config eps.toml eps "${llama[@]}" model.n_kv_head=2 train.steps=1 train.init_from='"hf-gqa"' model.rms_norm_eps=1e-6
 expect_exit 2 "$TRAINCTL" run eps.toml
 grep -qF "train.init_from: $work/hf-gqa/config.json: rms_norm_eps is 1e-05 but the config's model.rms_norm_eps is 1e-06" err.txt ||
   fail "a disagreeing config.json: $(cat err.txt)"
-write_config narrow-shape.toml narrow "${llama[@]}" model.n_kv_head=2 model.intermediate_size=150
-peer init --seed 7 narrow-shape.toml hf-narrow >/dev/null
 rm hf-narrow/config.json
 write_config narrow.toml narrow "${llama[@]}" model.n_kv_head=2 train.steps=1 train.init_from='"hf-narrow"'
 expect_exit 2 "$TRAINCTL" run narrow.toml

@@ -3,7 +3,7 @@ benchmarks' scripts/bench_torch_*.py): llm.c's token files and the unshuffled ba
 draws from them, trainctl's [train] defaults and AdamW's two groups, a trainctl checkpoint
 (weights, AdamW state, position, config) as a model of the peer's, and the peers' common
 commands over a model of theirs: the loss of a checkpoint's next batch, AdamW steps from one
-checkpoint to another, greedy decoding, and a checkpoint's weights against published ones. A model
+checkpoint to another, and greedy decoding. A model
 of a peer is a torch.nn.Module with Hugging Face's parameter names whose forward gives logits
 [batch, time, vocab] of int64 tokens and whose loss(inputs, targets) is the mean cross-entropy."""
 import functools
@@ -15,8 +15,6 @@ import h5py
 import numpy as np
 import torch
 import torch.nn.functional as F
-
-from hf_weights import read_weights
 
 TOKEN_FILE_HEADER_INTS = 256
 # (magic, version): the tokens' type. llm.c's GPT-2 format, and its Llama 3 format for ids above 65535.
@@ -217,23 +215,8 @@ def check_checkpoint_sample(path, model_of, prompt, count, trainctl_output):
     check_sample(checkpoint.model(), checkpoint.block_size, prompt, count, printed)
 
 
-def command_same_weights(args, model_of):
-    """The checkpoint's weights are those of a safetensors file or Hugging Face directory, bitwise
-    (rounded as torch's .to() rounds first, with --rounded-to), by name or by name without
-    "transformer." (as the Hub's GPT-2 files have them)."""
-    stored = read_weights(args.weights)
-    weights = Checkpoint(args.checkpoint, model_of).weights
-    for name, tensor in weights.items():
-        theirs = stored.get(name, stored.get(name.removeprefix("transformer.")))
-        if theirs is not None and args.rounded_to:
-            theirs = theirs.to(getattr(torch, args.rounded_to))
-        if theirs is None or theirs.shape != tensor.shape or not torch.equal(theirs.float(), tensor):
-            sys.exit(f"FAIL: {args.checkpoint}'s {name} is not {args.weights}'s, bitwise")
-    print(f"{args.checkpoint}: all {len(weights)} tensors are {args.weights}'s, bitwise")
-
-
 def add_common_commands(commands, model_of):
-    """The subcommands loss, train, sample, greedy and same-weights (above) for the peer's model_of."""
+    """The subcommands loss, train, sample and greedy (above) for the peer's model_of."""
     loss = commands.add_parser("loss")
     loss.add_argument("checkpoint")
     loss.add_argument("--expect", type=float, required=True, help="trainctl's logged loss of that batch")
@@ -255,8 +238,3 @@ def add_common_commands(commands, model_of):
     greedy_command.add_argument("--prompt-tokens", required=True)
     greedy_command.add_argument("--tokens", type=int, required=True)
     greedy_command.set_defaults(run=lambda args: command_greedy(args, model_of))
-    same_weights = commands.add_parser("same-weights")
-    same_weights.add_argument("checkpoint")
-    same_weights.add_argument("weights", help="a safetensors file or a Hugging Face directory")
-    same_weights.add_argument("--rounded-to", choices=["bfloat16"], help="the weights rounded as torch's .to() does")
-    same_weights.set_defaults(run=lambda args: command_same_weights(args, model_of))
