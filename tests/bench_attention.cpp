@@ -8,13 +8,12 @@
 // half the T x T scores; backward 2.5 times that: five products; the same for grouped-query
 // attention, whose query heads each do their own products); and whether a second run gives
 // bitwise the same out, lse and grad_qkv. One line of JSON per shape on stdout. Exit 77 without a
-// usable GPU (the backend says why), 1 if a rerun differs.
+// usable GPU (the backend says why), 1 if a rerun differs, 2 for a bad argument.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -137,10 +136,15 @@ int main(int argc, char** argv) {
   std::vector<AttentionShape> shapes;
   for (int i = 1; i < argc; ++i) {
     const std::string argument = argv[i];
-    if (argument == "--reps" && i + 1 < argc)
-      reps = std::atoi(argv[++i]);
-    else
-      shapes.push_back(parse_shape(argument));
+    try {
+      if (argument == "--reps" && i + 1 < argc)
+        reps = std::stoi(argv[++i]);
+      else
+        shapes.push_back(parse_shape(argument));
+    } catch (const std::logic_error& error) {  // std::stoll's and parse_shape's
+      std::fprintf(stderr, "usage: %s [--reps N] [B,T,H,D | B,T,H,KV,D]...: %s\n", argv[0], error.what());
+      return 2;
+    }
   }
   if (shapes.empty()) shapes = {{8, 1024, 12, 12, 64}, {4, 2048, 16, 16, 128}, {4, 2048, 32, 8, 64}};
   const Device* device = nullptr;

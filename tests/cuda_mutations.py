@@ -17,6 +17,9 @@ schedules), classic GPU bugs in copies of kernels/cuda/'s sources:
     barrier);
   - RoPE's halves taken as interleaved pairs (GPT-J's layout, not Hugging Face's rotate_half):
     results off the CPU reference, forward and backward.
+  - grouped-query attention's query heads mapped to their key/value heads in the interleaved
+    order (h % kv_heads, repeat_interleave's) instead of Hugging Face's repeat_kv order
+    (h / (heads / kv_heads)): the grouped-query cases' out and gradients off the CPU reference.
 cuda_on_cpu (the implementation's own tests), mistakes in copies of its sources:
   - the bias added along D's columns instead of its rows (cublaslt.cpp): the BIAS epilogue's D
     is wrong (test_cuda_on_cpu's epilogues group);
@@ -103,6 +106,16 @@ KERNEL_MUTATIONS = [
         "group": "rope",
         "expect": ["[FAIL] rope f32 B=2 T=5 H=3 KV=1 d=8 forward: worst",
                    "[FAIL] rope bf16 B=2 T=37 H=4 KV=2 d=64 backward: worst"],
+    },
+    {
+        "name": "grouped-query heads mapped in the interleaved order",
+        "file": "kernels/cuda/attention.cu",
+        "old": "    const int kv = layout.kv_head(h);\n",
+        "new": "    const int kv = h % layout.kv_heads;\n",
+        "group": "attention_gqa",
+        "expect": ["[FAIL] attention f32 B=2 T=70 H=6 KV=2 (d=32) out: worst",
+                   "[FAIL] attention f32 B=2 T=70 H=6 KV=2 (d=32) grad_qkv: worst",
+                   "[FAIL] attention f32 B=1 T=65 H=4 KV=2 (d=128) out: worst"],
     },
 ]
 

@@ -16,30 +16,28 @@ namespace trainctl::cpu {
 
 namespace {
 
-// One (batch, query head)'s view of the attention tensors.
+// One (batch, query head)'s view of the attention tensors: where its q columns, its key/value
+// head's k and v columns and its out columns start.
 struct Head {
   int64_t seq, size, qkv_ld, out_ld;
-  float scale;         // 1 / sqrt(size)
-  int64_t q_offset;    // of the query head's columns in qkv
-  int64_t k_offset;    // of its key head's, and v_offset of its value head's
-  int64_t v_offset;
-  int64_t out_offset;  // of the query head's columns in out
+  float scale;  // 1 / sqrt(size)
+  int64_t q_offset, k_offset, v_offset, out_offset;
   bool first_of_group;  // the first query head of its key/value head's group
 };
 
 Head head_at(int64_t b, int64_t h, const AttentionShape& shape) {
   const int64_t size = shape.head_size, kv = h / shape.group_size();
   const int64_t row0 = b * shape.seq * shape.qkv_width();
-  return {shape.seq,
-          size,
-          shape.qkv_width(),
-          shape.out_width(),
-          1.0f / std::sqrt(static_cast<float>(size)),
-          row0 + h * size,
-          row0 + (shape.heads + kv) * size,
-          row0 + (shape.heads + shape.kv_heads + kv) * size,
-          b * shape.seq * shape.out_width() + h * size,
-          h % shape.group_size() == 0};
+  return {.seq = shape.seq,
+          .size = size,
+          .qkv_ld = shape.qkv_width(),
+          .out_ld = shape.out_width(),
+          .scale = 1.0f / std::sqrt(static_cast<float>(size)),
+          .q_offset = row0 + h * size,
+          .k_offset = row0 + (shape.heads + kv) * size,
+          .v_offset = row0 + (shape.heads + shape.kv_heads + kv) * size,
+          .out_offset = b * shape.seq * shape.out_width() + h * size,
+          .first_of_group = h % shape.group_size() == 0};
 }
 
 // scores[i, j] = scale * q_i . k_j for all i, j (the masked half too: one dense GEMM is faster
