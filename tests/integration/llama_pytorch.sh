@@ -15,7 +15,8 @@
 # PyTorch's greedy decoding. `trainctl export` of the gqa run loads into a Llama of its config.json with the
 # checkpoint's logits (1e-5), and decodes as trainctl did. A Hugging Face directory whose
 # config.json disagrees with [model] is refused naming the field, and one with a tensor of another
-# shape naming it and both shapes (hf_directories.sh loads a Llama's 3 bf16 shards and the index).
+# shape naming it and both shapes (hf_directories.sh loads a Llama's 3 bf16 shards and the index). A
+# vocabulary of 70000 trains on token ids past 65535 in llm.c's uint32 format.
 source "$(dirname "$0")/lib.sh"
 /usr/bin/python3 -c 'import torch, h5py' 2>/dev/null || { echo "SKIP: python3-torch or python3-h5py missing"; exit 77; }
 peer() { /usr/bin/python3 "$(dirname "$0")/llama_peer.py" "$@"; }
@@ -62,4 +63,20 @@ write_config narrow.toml narrow "${llama[@]}" model.n_kv_head=2 train.steps=1 tr
 expect_exit 2 "$TRAINCTL" run narrow.toml
 grep -qF "model.layers.0.mlp.gate_proj.weight [150, 96] but the config's model needs [160, 96]" err.txt ||
   fail "a tensor of another shape: $(cat err.txt)"
+
+# Token ids past 65535, in llm.c's uint32 Llama 3 format: a vocabulary of 70000 trains on them,
+# its first step's loss PyTorch's (which reads the shard with peer_lib.py's reader) to 1e-5.
+/usr/bin/python3 - <<'PY'
+import numpy as np
+header = np.zeros(256, dtype="<i4")
+header[:3] = 20240801, 7, 4096
+tokens = np.random.default_rng(3).integers(0, 70000, 4096).astype("<u4")
+tokens[::7] = 69999
+with open("data/wide.bin", "wb") as f:
+    f.write(header.tobytes() + tokens.tobytes())
+PY
+write_config wide.toml wide model.kind='"llama"' job.ranks_per_node=1 model.vocab_size=70000 data.train='"data/wide.bin"' \
+  data.shuffle=false train.steps=1 train.log_every=1 checkpoint.every_steps=1
+TRAINCTL_TEST_SAVE_INITIAL=1 "$TRAINCTL" run wide.toml >wide.log || fail "uint32 tokens: $(cat wide.log)"
+peer loss "$(checkpoint_of runs/wide 0)" --expect "$(grep '"step":1,' runs/wide/metrics.jsonl | sed -nE 's/.*"loss":([-0-9.e+]+).*/\1/p')"
 echo "PASS"
