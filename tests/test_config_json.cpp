@@ -1,8 +1,9 @@
 // Tests for a model's config.json (models/config_json.h), from its kind's one list of fields:
 // export's file holds every field and torch_dtype, and init_from's check of a directory's
 // config.json passes what export wrote, compares only the fields that stand for a [model] key,
-// takes an absent or null field as the default its reader takes, compares numbers by value, and
-// names the file, the first field that differs and both values.
+// takes an absent or null field as the default its reader takes, reads transformers 5's
+// rope_parameters as transformers 4.x's fields, compares numbers by value, and names the file, the
+// first field that differs and both values.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -156,6 +157,52 @@ TEST_CASE("config.json: Llama's, as the Hub's Llama 3.2 1B has it (sizes shrunk)
   scaled.erase("rope_theta");
   CHECK(checked(directory, scaled, llama) ==
         prefix + "rope_theta is absent, which means 10000.0, but the config's model.rope_theta is 500000.0");
+}
+
+TEST_CASE("config.json: transformers 5's rope_parameters, read as rope_theta and rope_scaling") {
+  trainctl::LlamaSpec llama;
+  llama.n_layer = 2;
+  llama.n_embd = 64;
+  llama.n_head = 4;
+  llama.n_kv_head = 2;
+  llama.head_dim = 16;
+  llama.intermediate_size = 128;
+  llama.vocab_size = 256;
+  llama.block_size = 32;
+  llama.rope_scaling = trainctl::Llama3RopeScaling{32.0, 1.0, 4.0, 8192};
+  const WeightsDirectory directory;
+  const std::string prefix = "train.init_from: " + directory.config() + ": ";
+  // As transformers 5 saves Llama 3.2 1B (sizes shrunk): no rope_theta, no rope_scaling.
+  nlohmann::json five = trainctl::exported_config_json(llama, "bfloat16");
+  five.erase("rope_theta");
+  five.erase("rope_scaling");
+  five["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 32.0},
+                             {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                             {"original_max_position_embeddings", 8192}};
+  CHECK(checked(directory, five, llama) == "");
+  nlohmann::json differs = five;
+  differs["rope_parameters"]["rope_theta"] = 10000.0;
+  CHECK(checked(directory, differs, llama) ==
+        prefix + "rope_parameters.rope_theta is 10000.0 but the config's model.rope_theta is 500000.0");
+  differs = five;
+  differs["rope_parameters"]["factor"] = 8.0;
+  CHECK(checked(directory, differs, llama).starts_with(prefix + "rope_parameters (its scaling) is {\"factor\":8.0,"));
+  // A rope_scaling beside it stands over all of it, as transformers 5 reads a file: its rope_theta too.
+  differs["rope_scaling"] = trainctl::exported_config_json(llama, "bfloat16")["rope_scaling"];
+  CHECK(checked(directory, differs, llama) ==
+        prefix + "rope_theta is absent, which means 10000.0, but the config's model.rope_theta is 500000.0");
+  differs["rope_theta"] = 500000;
+  CHECK(checked(directory, differs, llama) == "");
+  // The default type (spelled "type", as older files do) is no scaling; its rope_theta over one beside it.
+  llama.rope_scaling.reset();
+  llama.rope_theta = 10000.0;
+  nlohmann::json unscaled = five;
+  unscaled["rope_theta"] = 500000.0;
+  unscaled["rope_parameters"] = {{"type", "default"}, {"rope_theta", 10000}};
+  CHECK(checked(directory, unscaled, llama) == "");
+  unscaled["rope_parameters"].erase("rope_theta");
+  CHECK(checked(directory, unscaled, llama) ==
+        prefix + "rope_theta is 500000.0 but the config's model.rope_theta is 10000.0");
 }
 
 TEST_CASE("config.json: checked only where there is one; one that is no JSON object is refused") {

@@ -10,10 +10,11 @@ namespace trainctl {
 namespace {
 
 // LlamaConfig's fields for the tensors' LlamaForCausalLM names: each [model] key's counterpart
-// (llama_spec.h), with LlamaConfig's defaults for those a config.json lacks (transformers 4.x,
-// which wrote the Hub's Llama 3 files); the fixed parts of the architecture (SiLU, no biases, no
-// dropout); and max_position_embeddings, which trainctl does not have, as the context it trained
-// at, not compared.
+// (llama_spec.h), with LlamaConfig's defaults for those a config.json lacks, in transformers 4.x's
+// spelling (the Hub's Llama 3 files; config_json.h reads 5's rope_parameters as rope_theta and
+// rope_scaling); the fixed parts of the architecture (SiLU, no biases, no dropout); and
+// max_position_embeddings, which trainctl does not have, as the context it trained at, not
+// compared.
 std::vector<ConfigJsonField> llama_config_json(const ModelSpec& spec) {
   const auto& llama = spec.as<LlamaSpec>();
   nlohmann::json rope_scaling = nullptr;
