@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -127,26 +126,11 @@ TEST_CASE("gpt2: the layout is GPT2LMHeadModel's state_dict without lm_head, dec
 TEST_CASE("gpt2: layer_done reports ln_f first, then each block from the last, then wte and wpe, each once") {
   Gpt2 model = tiny_model();
   model.init_parameters(3);
-  std::vector<std::pair<int64_t, int64_t>> reports;
-  std::vector<int> times_reported(static_cast<size_t>(model.parameter_count()), 0);
-  model.forward_backward(token_batch(kExamples, 2), 0.1f, [&](int64_t offset, int64_t count) {
-    reports.emplace_back(offset, count);
-    for (int64_t i = offset; i < offset + count; ++i) ++times_reported[static_cast<size_t>(i)];
-  });
-  CHECK(std::all_of(times_reported.begin(), times_reported.end(), [](int times) { return times == 1; }));
-
-  auto span = [&model](const std::string& first, const std::string& last) {
-    const ParameterSlice& from = slice_named(model, first);
-    const ParameterSlice& to = slice_named(model, last);
-    return std::pair<int64_t, int64_t>{from.offset, to.offset + to.count - from.offset};
-  };
-  const std::vector<std::pair<int64_t, int64_t>> expected{
-      span("transformer.ln_f.weight", "transformer.ln_f.bias"),
-      span("transformer.h.1.ln_1.weight", "transformer.h.1.mlp.c_proj.bias"),
-      span("transformer.h.0.ln_1.weight", "transformer.h.0.mlp.c_proj.bias"),
-      span("transformer.wte.weight", "transformer.wpe.weight"),
-  };
-  CHECK(reports == expected);
+  language_model_tests::check_layer_done(model, token_batch(kExamples, 2),
+                                         {{"transformer.ln_f.weight", "transformer.ln_f.bias"},
+                                          {"transformer.h.1.ln_1.weight", "transformer.h.1.mlp.c_proj.bias"},
+                                          {"transformer.h.0.ln_1.weight", "transformer.h.0.mlp.c_proj.bias"},
+                                          {"transformer.wte.weight", "transformer.wpe.weight"}});
 }
 
 TEST_CASE("gpt2: activation recompute gives bitwise-equal gradients and loss in less memory") {
@@ -154,20 +138,8 @@ TEST_CASE("gpt2: activation recompute gives bitwise-equal gradients and loss in 
   recompute.recompute = true;
   Gpt2 stored = tiny_model();
   Gpt2 recomputed = tiny_model(recompute);
-  const trainctl::Batch first = token_batch(kExamples, 4), second = token_batch(kExamples, 5);
-  for (Gpt2* model : {&stored, &recomputed}) upload(*model, lively_parameters(*model));
-
-  // Two micro-batches, the second accumulating onto the first.
-  for (const trainctl::Batch* batch : {&first, &second}) {
-    const trainctl::BatchResult a = stored.forward_backward(*batch, 0.05f);
-    const trainctl::BatchResult b = recomputed.forward_backward(*batch, 0.05f);
-    CHECK(a.loss_sum == b.loss_sum);
-    CHECK(a.correct == b.correct);
-  }
-  const std::vector<float> a = download(stored.gradients(), stored.parameter_count());
-  const std::vector<float> b = download(recomputed.gradients(), recomputed.parameter_count());
-  CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-  CHECK(std::any_of(a.begin(), a.end(), [](float g) { return g != 0.0f; }));
+  language_model_tests::check_recompute_bitwise(stored, recomputed, lively_parameters(stored),
+                                                token_batch(kExamples, 4), token_batch(kExamples, 5));
 
   // What each allocates, as tests/test_estimate.cpp holds the footprint to the allocations.
   ModelOptions stored_options;
@@ -184,14 +156,8 @@ TEST_CASE("gpt2: bf16 GEMMs give a loss near fp32's but not equal to it") {
   bf16.precision = trainctl::Precision::kBf16;
   Gpt2 fp32_model = tiny_model();
   Gpt2 bf16_model = tiny_model(bf16);
-  for (Gpt2* model : {&fp32_model, &bf16_model}) upload(*model, lively_parameters(*model));
-  const trainctl::Batch batch = token_batch(kExamples, 6);
-  const double fp32_loss = fp32_model.forward_backward(batch, 1.0f).loss_sum;
-  const double bf16_loss = bf16_model.forward_backward(batch, 1.0f).loss_sum;
-  MESSAGE(fmt::format("loss sum: fp32 {:.9g}, bf16 {:.9g} (relative difference {:.3g})", fp32_loss, bf16_loss,
-                      std::abs(bf16_loss - fp32_loss) / fp32_loss));
-  CHECK(bf16_loss != fp32_loss);
-  CHECK(std::abs(bf16_loss - fp32_loss) <= 1e-2 * fp32_loss);
+  language_model_tests::check_bf16_near_fp32(fp32_model, bf16_model, lively_parameters(fp32_model),
+                                             token_batch(kExamples, 6));
 }
 
 // The padded vocabulary takes no probability: next_token_logits gives the kVocab logits alone, and
@@ -199,30 +165,7 @@ TEST_CASE("gpt2: bf16 GEMMs give a loss near fp32's but not equal to it") {
 TEST_CASE("gpt2: next_token_logits of each prefix gives evaluate's token losses and argmax hits") {
   Gpt2 model = tiny_model();
   upload(model, lively_parameters(model));
-  const trainctl::Batch batch = token_batch(1, 8);
-  const int32_t* tokens = batch.ints("tokens");
-  const int32_t* targets = batch.ints("targets");
-
-  // The model is causal: the logits at position t depend on tokens [0, t] alone, so the prefix of
-  // length t + 1 predicts target t.
-  double loss_sum = 0.0;
-  int64_t correct = 0;
-  std::vector<float> logits(kVocab);
-  for (int64_t length = 1; length <= kContext; ++length) {
-    model.next_token_logits(tokens, length, logits.data());
-    const double max_logit = *std::max_element(logits.begin(), logits.end());
-    double denominator = 0.0;
-    for (float logit : logits) denominator += std::exp(logit - max_logit);
-    const int32_t target = targets[length - 1];
-    loss_sum += std::log(denominator) - (logits[static_cast<size_t>(target)] - max_logit);
-    correct += std::max_element(logits.begin(), logits.end()) - logits.begin() == target;
-  }
-  const trainctl::BatchResult evaluated = model.evaluate(batch);
-  MESSAGE(fmt::format("loss sum from next_token_logits {:.9g}, from evaluate {:.9g} (relative difference {:.3g}, "
-                      "tolerance 1e-6)", loss_sum, evaluated.loss_sum,
-                      std::abs(loss_sum - evaluated.loss_sum) / evaluated.loss_sum));
-  CHECK(std::abs(loss_sum - evaluated.loss_sum) <= 1e-6 * evaluated.loss_sum);
-  CHECK(correct == evaluated.correct);
+  language_model_tests::check_next_token_logits(model, token_batch(1, 8));
 }
 
 TEST_CASE("gpt2: the padded vocabulary rows get a gradient of exactly zero") {
