@@ -32,6 +32,22 @@ trainctl::ModelSpec small_gpt2() {
   return gpt2;
 }
 
+// Llama 3.2 1B's shape shrunk: grouped-query heads, its rope scaling, tied.
+trainctl::LlamaSpec small_llama() {
+  trainctl::LlamaSpec llama;
+  llama.n_layer = 2;
+  llama.n_embd = 64;
+  llama.n_head = 4;
+  llama.n_kv_head = 2;
+  llama.head_dim = 16;
+  llama.intermediate_size = 128;
+  llama.vocab_size = 256;
+  llama.block_size = 32;
+  llama.tie_embeddings = true;
+  llama.rope_scaling = trainctl::Llama3RopeScaling{32.0, 1.0, 4.0, 8192};
+  return llama;
+}
+
 struct WeightsDirectory {
   std::string path = (std::filesystem::temp_directory_path() / ("trainctl-test-config-json-" + std::to_string(getpid())))
                          .string();
@@ -106,17 +122,7 @@ TEST_CASE("config.json: null is the absent field's value; a field without a defa
 }
 
 TEST_CASE("config.json: Llama's, as the Hub's Llama 3.2 1B has it (sizes shrunk), and as older files omit fields") {
-  trainctl::LlamaSpec llama;
-  llama.n_layer = 2;
-  llama.n_embd = 64;
-  llama.n_head = 4;
-  llama.n_kv_head = 2;
-  llama.head_dim = 16;
-  llama.intermediate_size = 128;
-  llama.vocab_size = 256;
-  llama.block_size = 32;
-  llama.tie_embeddings = true;
-  llama.rope_scaling = trainctl::Llama3RopeScaling{32.0, 1.0, 4.0, 8192};
+  trainctl::LlamaSpec llama = small_llama();
   const WeightsDirectory directory;
   const std::string prefix = "train.init_from: " + directory.config() + ": ";
   // The fields as Llama-3.2-1B's config.json spells them: integers where [model] has floats, more
@@ -160,16 +166,7 @@ TEST_CASE("config.json: Llama's, as the Hub's Llama 3.2 1B has it (sizes shrunk)
 }
 
 TEST_CASE("config.json: transformers 5's rope_parameters, read as rope_theta and rope_scaling") {
-  trainctl::LlamaSpec llama;
-  llama.n_layer = 2;
-  llama.n_embd = 64;
-  llama.n_head = 4;
-  llama.n_kv_head = 2;
-  llama.head_dim = 16;
-  llama.intermediate_size = 128;
-  llama.vocab_size = 256;
-  llama.block_size = 32;
-  llama.rope_scaling = trainctl::Llama3RopeScaling{32.0, 1.0, 4.0, 8192};
+  trainctl::LlamaSpec llama = small_llama();
   const WeightsDirectory directory;
   const std::string prefix = "train.init_from: " + directory.config() + ": ";
   // As transformers 5 saves Llama 3.2 1B (sizes shrunk): no rope_theta, no rope_scaling.
