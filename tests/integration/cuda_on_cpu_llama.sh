@@ -26,11 +26,7 @@ done
 echo "bf16: CUDA against the CPU"
 compare_curves runs/cpu runs/cuda --tolerance 2e-2 --steps 40 || fail "bf16: CUDA is off the CPU's curve"
 
-if TRAINCTL_TEST_SIGNAL_AT_STEP=20 "$TRAINCTL" run stopped.toml >stopped.log 2>&1; then fail "no stop at step 20"; fi
-"$TRAINCTL" run stopped.toml --resume >resumed.log 2>&1 || fail "the resume failed: $(cat resumed.log)"
-grep -q '"step":20,"event":"resume"' runs/stopped/metrics.jsonl || fail "did not resume at step 20"
-"$TRAINCTL" ckpt diff "$(checkpoint_of runs/cuda 40)" "$(checkpoint_of runs/stopped 40)" ||
-  fail "bf16 on CUDA, stopped and resumed, does not end bitwise as the uninterrupted run"
+stop_and_resume runs/stopped 20 40 runs/cuda stopped.toml
 echo "bf16 on CUDA: stopped at 20 and resumed, bitwise the uninterrupted run"
 
 if [ "$TRAINCTL_HAVE_MPI" = 1 ]; then

@@ -97,6 +97,22 @@ checkpoint_of() {
   if [ -d "$file" ]; then echo "$file"; else echo "$file.h5"; fi
 }
 
+# stop_and_resume RUN STEP LAST REFERENCE CONFIG [OPTION...]: `trainctl run CONFIG` (with the
+# options), whose run directory is RUN, stopped by the test hook's signal after step STEP, then
+# resumed: RUN resumes at STEP, and its step-LAST checkpoint is the run REFERENCE's, bitwise.
+stop_and_resume() {
+  local run=$1 step=$2 last=$3 reference=$4 config=$5 log
+  shift 5
+  log=$(basename "$run")
+  if TRAINCTL_TEST_SIGNAL_AT_STEP=$step "$TRAINCTL" run "$config" "$@" >"$log-stopped.log" 2>&1; then
+    fail "$config: no stop at step $step"
+  fi
+  "$TRAINCTL" run "$config" "$@" --resume >"$log-resumed.log" 2>&1 || fail "$config: the resume failed: $(cat "$log-resumed.log")"
+  grep -q "\"step\":$step,\"event\":\"resume\"" "$run/metrics.jsonl" || fail "$run did not resume at step $step"
+  "$TRAINCTL" ckpt diff "$(checkpoint_of "$reference" "$last")" "$(checkpoint_of "$run" "$last")" ||
+    fail "$run, stopped at step $step and resumed, does not end bitwise as $reference"
+}
+
 # png_size FILE: WIDTHxHEIGHT from the PNG's header (its IHDR chunk), or a failure if it is no PNG.
 png_size() {
   /usr/bin/python3 - "$1" <<'PY'
