@@ -16,7 +16,6 @@ peers share (the commands loss, train, sample and greedy among them) is peer_lib
                             PyTorch's greedy continuation (argmax, the lowest id among equal
                             maxima) of the prompt's tokens, as a JSON list of N tokens
 """
-import argparse
 import math
 import sys
 import tomllib
@@ -25,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from hf_weights import write_safetensors
-from peer_lib import add_common_commands, cross_entropy
+from peer_lib import cross_entropy, peer_main
 
 
 class Conv1D(torch.nn.Module):
@@ -145,19 +144,13 @@ def command_init(args):
     print(f"wrote {args.out}: {len(tensors)} tensors")
 
 
-def main():
-    torch.set_num_threads(1)
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(required=True)
-    add_common_commands(commands, gpt2_of)
+def add_own_commands(commands):
     init = commands.add_parser("init")
     init.add_argument("config")
     init.add_argument("out")
     init.add_argument("--seed", type=int, required=True)
     init.set_defaults(run=command_init)
-    args = parser.parse_args()
-    args.run(args)
 
 
 if __name__ == "__main__":
-    main()
+    peer_main(__doc__, gpt2_of, add_own_commands)

@@ -7,8 +7,8 @@ inverse frequencies (_compute_default_rope_parameters, and _compute_llama3_param
 rope_scaling), causal attention with key/value head h // (n_head / n_kv_head) for query head h
 (repeat_kv), scores times head_dim ** -0.5 and an fp32 softmax, down(silu(gate(x)) * up(x)), the
 embedding without positions, the LM head tied to it or its own. What the peers share (the
-commands loss, train, sample and greedy) is peer_lib.py's; each command of its own checks in one
-process what the test would otherwise start PyTorch for again and again.
+commands loss, train, sample and greedy, and commands separated by "::" run in one process) is
+peer_lib.py's.
   loss CKPT --expect L       the mean loss of the batch of the checkpoint's next step, to 1e-5
   train START END [--metrics FILE]
                              AdamW from START over the same unshuffled batches: each step's loss
@@ -29,7 +29,6 @@ process what the test would otherwise start PyTorch for again and again.
                              logits equal those of the checkpoint's weights to 1e-5, and whose
                              greedy decoding is what trainctl printed to FILE
 """
-import argparse
 import json
 import math
 import pathlib
@@ -40,8 +39,8 @@ import torch
 import torch.nn.functional as F
 
 from hf_weights import DTYPES, INDEX, index_text, read_weights, shard_names, split_into_files, write_safetensors
-from peer_lib import (Checkpoint, add_common_commands, check_checkpoint_sample, check_sample, check_tensors,
-                      check_training, cross_entropy, logged_losses)
+from peer_lib import (Checkpoint, check_checkpoint_sample, check_sample, check_tensors, check_training, cross_entropy,
+                      logged_losses, peer_main)
 
 # A [model] key of trainctl's and the LlamaConfig field of config.json it maps to.
 CONFIG_FIELDS = {"n_layer": "num_hidden_layers", "n_embd": "hidden_size", "n_head": "num_attention_heads",
@@ -265,11 +264,7 @@ def command_export(args):
         check_sample(exported, checkpoint.block_size, args.prompt, args.tokens, f.read())
 
 
-def main():
-    torch.set_num_threads(1)
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(required=True)
-    add_common_commands(commands, llama_of)
+def add_own_commands(commands):
     init = commands.add_parser("init")
     init.add_argument("--seed", type=int, required=True)
     init.add_argument("--dtype", choices=["F32", "BF16"], default="F32")
@@ -290,9 +285,7 @@ def main():
     export.add_argument("--tokens", type=int, required=True)
     export.add_argument("--trainctl-output", required=True)
     export.set_defaults(run=command_export)
-    args = parser.parse_args()
-    args.run(args)
 
 
 if __name__ == "__main__":
-    main()
+    peer_main(__doc__, llama_of, add_own_commands)

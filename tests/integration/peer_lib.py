@@ -3,9 +3,11 @@ benchmarks' scripts/bench_torch_*.py): llm.c's token files and the unshuffled ba
 draws from them, trainctl's [train] defaults and AdamW's two groups, a trainctl checkpoint
 (weights, AdamW state, position, config) as a model of the peer's, and the peers' common
 commands over a model of theirs: the loss of a checkpoint's next batch, AdamW steps from one
-checkpoint to another, and greedy decoding. A model
+checkpoint to another, and greedy decoding; and a peer's command line, whose commands, separated
+by "::", run in one process, starting PyTorch once. A model
 of a peer is a torch.nn.Module with Hugging Face's parameter names whose forward gives logits
 [batch, time, vocab] of int64 tokens and whose loss(inputs, targets) is the mean cross-entropy."""
+import argparse
 import functools
 import json
 import sys
@@ -238,3 +240,21 @@ def add_common_commands(commands, model_of):
     greedy_command.add_argument("--prompt-tokens", required=True)
     greedy_command.add_argument("--tokens", type=int, required=True)
     greedy_command.set_defaults(run=lambda args: command_greedy(args, model_of))
+
+
+def peer_main(description, model_of, add_own_commands):
+    """A peer's command line: the common commands and its own (add_own_commands(subparsers));
+    several commands separated by "::" run one after the other in this process."""
+    torch.set_num_threads(1)
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(required=True)
+    add_common_commands(commands, model_of)
+    add_own_commands(commands)
+    command = []
+    for token in sys.argv[1:] + ["::"]:
+        if token != "::":
+            command.append(token)
+            continue
+        args = parser.parse_args(command)
+        args.run(args)
+        command = []
