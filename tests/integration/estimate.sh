@@ -4,8 +4,8 @@
 # as much as the process's base (~30 MiB; ~180 MiB in a build with CUDA); the job.mem warning
 # below the estimate only; with train.zero = 1, a rank's share of the optimizer state; with
 # --measure, the signal_grace warning when a measured step plus checkpoint write outlasts the
-# grace and not otherwise, the temporary run directory removed; exit 2 for a bad config, a
-# [program] and missing data.
+# grace and not otherwise, the temporary run directory removed; Llama 3.2 1B's parameter count
+# and memory table; exit 2 for a bad config, a [program] and missing data.
 source "$(dirname "$0")/lib.sh"
 mkdir -p data tmp
 export TMPDIR=$work/tmp  # where --measure makes its temporary run directory
@@ -122,6 +122,14 @@ print(f"GPT-2 124M, micro-batch 8: activations {fp32:.1f} MiB in fp32, {bf16:.1f
       f"the bf16 compute copy {copy:.1f} MiB")
 sys.exit(0 if bf16 <= 0.6 * fp32 else 1)
 PY
+
+# configs/llama3_2_1b.toml, Llama 3.2 1B's exact shape (its data absent here: --no-preflight):
+# 1,235,814,400 parameters with tied embeddings, and a memory table per rank. What a built Llama
+# allocates is held to the footprint at a small shape by tests/test_estimate.cpp.
+"$TRAINCTL" estimate --no-preflight "$TRAINCTL_SOURCE_DIR/configs/llama3_2_1b.toml" >llama.out
+grep -qx "parameters: 1235814400" llama.out || fail "Llama 3.2 1B: $(grep parameters llama.out)"
+grep -q "^memory per rank (MiB) *recompute on \* *recompute off$" llama.out &&
+  grep -q "^  total  *[0-9.]*  *[0-9.]*$" llama.out || fail "Llama 3.2 1B: no memory table: $(cat llama.out)"
 
 # Bad input: exit 2 with the config's own message, a [program] and missing data named.
 sed 's/^log_every = /log_everyy = /' mlp.toml >typo.toml
