@@ -14,7 +14,8 @@
 # at document starts and the shards hold the whole; the progress line is on a terminal and not
 # in a log. And the refusals, exit 2 naming the field or key: text that is not UTF-8 (with its
 # offset), a WordPiece model, an unknown pre-tokenizer, a file cut short, a vocabulary larger
-# than model.vocab_size, shards in another format than the tokenizer's. SKIP (77) only when npm
+# than model.vocab_size, shards in another format than the tokenizer's. Last, a tiny Llama trained
+# on Llama 2's tokens records the tokenizer's hash and samples through it. SKIP (77) only when npm
 # cannot reach its registry.
 source "$(dirname "$0")/lib.sh"
 source "$TRAINCTL_SOURCE_DIR/tests/integration/tokenizer_npm.sh"
@@ -23,33 +24,45 @@ oracle() { node "$TRAINCTL_SOURCE_DIR/tests/integration/hf_tokenizers_oracle.mjs
 
 oracle tokenizers .
 echo "corpus: $(oracle corpus corpus 41)"
+echo "corpus: $(oracle special-corpus special 41)"
+"$TRAINCTL" data tokenize special/*.txt -o special.bin --tokenizer llama3.json --special >/dev/null
 for family in llama3 llama2; do
   "$TRAINCTL" data tokenize corpus/*.txt -o "$family.bin" --tokenizer "$family.json" >/dev/null
-  oracle compare "$family" "$family.json" corpus.json "$family.bin" || fail "$family: trainctl's ids are not the oracles' (above)"
+  # Llama 3's --special documents in the same node process: loading llama3-tokenizer-js takes seconds.
+  special=()
+  [ "$family" = llama3 ] && special=(special.json special.bin)
+  oracle compare "$family" "$family.json" corpus.json "$family.bin" "${special[@]}" ||
+    fail "$family: trainctl's ids are not the oracles' (above)"
   "$TRAINCTL" data decode "$family.bin" --tokenizer "$family.json" >"$family.decoded.txt"
   oracle expected-text "$family" corpus.json "$family.expected.txt"
   cmp -s "$family.decoded.txt" "$family.expected.txt" || fail "$family: decoding the tokens does not give the documents back"
 done
-echo "corpus: $(oracle special-corpus special 41)"
-"$TRAINCTL" data tokenize special/*.txt -o special.bin --tokenizer llama3.json --special >/dev/null
-oracle compare llama3 llama3.json special.json special.bin special || fail "--special: trainctl's ids are not the oracles' (above)"
 
 # header FILE: magic and version of a token file.
 header() { od -An -t d4 -N 8 "$1" | xargs; }
 [ "$(header llama3.bin)" = "20240801 7" ] || fail "llama3.bin's header is $(header llama3.bin), not Llama 3's format"
 [ "$(header llama2.bin)" = "20240520 1" ] || fail "llama2.bin's header is $(header llama2.bin), not GPT-2's format"
 
-# Threads change nothing, nor do cuts inside a document: the corpus as one document too, in
-# chunks of 64 KiB.
+# Threads change nothing, nor do cuts inside a document: on 1, 2 and all threads, the corpus
+# against llama3.bin (all threads, each file a chunk), and the corpus as one document in chunks of
+# 64 KiB, where the run on all threads is the progress line's on a terminal and the others' go to
+# a log.
+thread_counts() { printf '%s\n' 1 2 "$(nproc)" | sort -un; }
+for threads in $(thread_counts); do
+  [ "$threads" = "$(nproc)" ] && continue
+  "$TRAINCTL" data tokenize corpus/*.txt -o threads.bin --tokenizer llama3.json --threads "$threads" --chunk-bytes 65536 >/dev/null
+  cmp -s threads.bin llama3.bin || fail "the corpus on $threads threads is not what $(nproc) threads wrote"
+done
 cat corpus/*.txt >whole.txt
-for input in "corpus/*.txt" whole.txt; do
-  for threads in 1 2 "$(nproc)"; do
-    # shellcheck disable=SC2086  # the glob is meant
-    "$TRAINCTL" data tokenize $input -o "threads-$threads.bin" --tokenizer llama3.json --threads "$threads" \
-      --chunk-bytes 65536 >/dev/null
-  done
-  cmp -s threads-1.bin threads-2.bin && cmp -s threads-1.bin "threads-$(nproc).bin" ||
-    fail "$input: 1, 2 and $(nproc) threads wrote different files"
+# The progress line, with MB/s and the time left, on a terminal (script's); not in a log.
+script -qec "'$TRAINCTL' data tokenize whole.txt -o whole.bin --tokenizer llama3.json --chunk-bytes 65536" /dev/null >tty.txt
+grep -qE 'tokenized [0-9.]+ / [0-9.]+ MB, [0-9.]+ MB/s, [0-9]+:[0-9]{2}:[0-9]{2} left' tty.txt ||
+  fail "no progress line on a terminal: $(cat -v tty.txt)"
+for threads in $(thread_counts); do
+  [ "$threads" = "$(nproc)" ] && continue
+  "$TRAINCTL" data tokenize whole.txt -o threads.bin --tokenizer llama3.json --threads "$threads" --chunk-bytes 65536 >log.txt 2>&1
+  ! grep -q "tokenized" log.txt || fail "a progress line in a log: $(cat log.txt)"
+  cmp -s threads.bin whole.bin || fail "whole.txt on $threads threads is not what $(nproc) threads wrote"
 done
 
 # Shards: each starts with a document's <|begin_of_text|>, each but the last holds at least
@@ -68,15 +81,8 @@ for shard in "${shards[@]}"; do
 done
 cmp -s <(for shard in "${shards[@]}"; do tail -c +1025 "$shard"; done) <(tail -c +1025 llama3.bin) ||
   fail "the shards together are not the tokens of the file written whole"
-expect_exit 2 "$TRAINCTL" data tokenize corpus/00000.txt -o shards/train.bin --tokenizer llama3.json --shard-tokens 10
+expect_exit 2 "$TRAINCTL" data tokenize corpus/00000.txt -o shards/train.bin --tokenizer llama2.json --shard-tokens 10
 grep -qF "shards/train_000000.bin is there, a shard of an earlier run" err.txt || fail "rewriting shards: $(cat err.txt)"
-
-# The progress line, with MB/s and the time left, on a terminal (script's), not in a log.
-script -qec "'$TRAINCTL' data tokenize whole.txt -o tty.bin --tokenizer llama3.json" /dev/null >tty.txt
-grep -qE 'tokenized [0-9.]+ / [0-9.]+ MB, [0-9.]+ MB/s, [0-9]+:[0-9]{2}:[0-9]{2} left' tty.txt ||
-  fail "no progress line on a terminal: $(cat -v tty.txt)"
-"$TRAINCTL" data tokenize whole.txt -o log.bin --tokenizer llama3.json >log.txt 2>&1
-! grep -q "tokenized" log.txt || fail "a progress line in a log: $(cat log.txt)"
 
 # expect_error EXPECTED_STDERR_LINE COMMAND...: exit 2 with that line.
 expect_error() {
@@ -87,18 +93,21 @@ expect_error() {
 }
 printf 'fine\n\xffnot UTF-8\n' >latin1.txt
 expect_error "trainctl: error: latin1.txt: not UTF-8 at byte offset 5 (byte 0xff)" \
-  "$TRAINCTL" data tokenize corpus/00000.txt latin1.txt -o out.bin --tokenizer llama3.json
+  "$TRAINCTL" data tokenize corpus/00000.txt latin1.txt -o out.bin --tokenizer llama2.json
 [ ! -e out.bin ] || fail "a failed tokenize left out.bin"
 
 /usr/bin/python3 - <<'PY'
 import json
-tokenizer = json.load(open("llama3.json"))
+tokenizer = json.load(open("llama2.json"))
 wordpiece = dict(tokenizer, model=dict(tokenizer["model"], type="WordPiece"))
 json.dump(wordpiece, open("wordpiece.json", "w"))
 whitespace = dict(tokenizer, pre_tokenizer={"type": "Whitespace"})
 json.dump(whitespace, open("whitespace.json", "w"))
+# For sample below: Llama 2's tokenizer without its last merge.
+other = dict(tokenizer, model=dict(tokenizer["model"], merges=tokenizer["model"]["merges"][:-1]))
+json.dump(other, open("other.json", "w"))
 PY
-head -c 100000 llama3.json >truncated.json
+head -c 100000 llama2.json >truncated.json
 expect_error "trainctl: error: wordpiece.json: model.type is \"WordPiece\", not \"BPE\"" \
   "$TRAINCTL" data tokenize corpus/00000.txt -o out.bin --tokenizer wordpiece.json
 expect_error "trainctl: error: whitespace.json: pre_tokenizer.type \"Whitespace\" is not supported (trainctl reads ByteLevel, Split, Digits, Metaspace and Sequence)" \
@@ -119,4 +128,22 @@ expect_error "trainctl: error: data.train: $work/data/text_train.bin is in Llama
   "$TRAINCTL" validate format.toml
 cp llama2.bin data/text_train.bin
 "$TRAINCTL" validate format.toml >/dev/null || fail "validate refuses Llama 2's tokens with Llama 2's tokenizer: $(cat err.txt)"
+
+# A tiny Llama trained on Llama 2's tokens (data/text_train.bin, above) with data.tokenizer
+# records the file's content hash, and sample decodes with it: the same file under another name is
+# taken, one with a merge less (other.json, above) refused.
+write_config llama.toml llama model.kind='"llama"' model.vocab_size=32000 data.tokenizer='"llama2.json"' \
+  job.ranks_per_node=1 train.steps=2 checkpoint.every_steps=2 train.log_every=1
+"$TRAINCTL" run llama.toml >/dev/null
+recorded=$(cut -d' ' -f1 runs/llama/tokenizer.txt)
+[ "$(cat runs/llama/tokenizer.txt)" = "$recorded $work/llama2.json" ] && [[ $recorded =~ ^crc32:[0-9a-f]{8}$ ]] ||
+  fail "tokenizer.txt: $(cat runs/llama/tokenizer.txt)"
+"$TRAINCTL" sample runs/llama --prompt "This License" --tokens 8 --temperature 0 >sample.txt
+[[ "$(cat sample.txt)" == "This License"?* ]] || fail "sample printed $(cat sample.txt)"
+cp llama2.json copy.json
+"$TRAINCTL" sample runs/llama --prompt "This License" --tokens 8 --temperature 0 --tokenizer copy.json >copy.txt
+cmp -s sample.txt copy.txt || fail "--tokenizer with the same content sampled $(cat copy.txt), not $(cat sample.txt)"
+expect_exit 2 "$TRAINCTL" sample runs/llama --prompt "This License" --tokenizer other.json
+grep -qE "^trainctl: error: --tokenizer other.json: its content hash crc32:[0-9a-f]{8} is not $recorded, " err.txt ||
+  fail "sample with another tokenizer: $(cat err.txt)"
 echo "PASS"
