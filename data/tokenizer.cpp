@@ -125,10 +125,13 @@ struct Symbol {
 };
 constexpr int32_t kNone = -1, kMerged = -2;
 
-// A pair that may merge: the symbol at `left` and the one after it.
+// A pair that may merge: the symbol at `left` and the one after it, while they still hold the
+// tokens `pair` (left in the high half) they held when it was found.
 struct Candidate {
   uint32_t rank;
   int32_t left;
+  uint64_t pair;
+  uint32_t result;
   // The heap's order: the lowest rank first, the leftmost first among equal ranks.
   bool operator>(const Candidate& other) const { return std::pair(rank, left) > std::pair(other.rank, other.left); }
 };
@@ -137,18 +140,13 @@ struct TokenRun {
   uint32_t first, count;
 };
 
-struct PieceHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view piece) const { return std::hash<std::string_view>{}(piece); }
-};
-
 // What one encoding thread needs for itself: PCRE2's match data and JIT stack, the merge queue
 // and the cache of pieces already merged (most words recur).
 struct Scratch {
   pcre2_match_data* match_data = pcre2_match_data_create(1, nullptr);
   pcre2_match_context* context = pcre2_match_context_create(nullptr);
   pcre2_jit_stack* jit_stack = pcre2_jit_stack_create(32 << 10, kJitStackBytes, nullptr);
-  std::unordered_map<std::string, TokenRun, PieceHash, std::equal_to<>> cache;
+  TextMap<TokenRun> cache;
   std::vector<uint32_t> cached_tokens;
   std::vector<Symbol> symbols;
   std::vector<Candidate> candidates;
@@ -224,7 +222,7 @@ struct Tokenizer::State : TokenizerSpec {
   // those matched in the text as given, then those in the normalized text (the same text: a file
   // with a normalizer has none of the second kind that --special matches).
   std::vector<std::unique_ptr<CompiledPattern>> added_patterns;
-  std::unordered_map<std::string, uint32_t> added_ids;
+  TextMap<uint32_t> added_ids;
   std::string added_unsupported;  // why --special cannot be honoured, or empty
   std::unique_ptr<CompiledPattern> cut_finder;
   bool cut_with_added_tokens = false;
@@ -369,7 +367,7 @@ void Tokenizer::State::encode_text(std::string_view text, EncodeOptions options,
     split_by(
         *added_patterns[level], part, scratch,
         [&](size_t at, std::string_view gap) { split_added(gap, offset + at, level + 1); },
-        [&](size_t, std::string_view token) { tokens.push_back(added_ids.at(std::string(token))); });
+        [&](size_t, std::string_view token) { tokens.push_back(added_ids.find(token)->second); });
   };
   split_added(text, 0, 0);
 }
@@ -453,9 +451,10 @@ void Tokenizer::State::merge_symbols(Scratch& scratch) const {
   queue.clear();
   auto consider = [&](int32_t left) {
     if (left == kNone || symbols[left].next == kNone) return;
-    const Merge* merge = merge_table.find(pair_key(symbols[left].token, symbols[symbols[left].next].token));
+    const uint64_t pair = pair_key(symbols[left].token, symbols[symbols[left].next].token);
+    const Merge* merge = merge_table.find(pair);
     if (merge == nullptr) return;
-    queue.push_back({merge->rank, left});
+    queue.push_back({merge->rank, left, pair, merge->result});
     std::push_heap(queue.begin(), queue.end(), std::greater<>());
   };
   for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) consider(i);
@@ -468,9 +467,8 @@ void Tokenizer::State::merge_symbols(Scratch& scratch) const {
     Symbol& left = symbols[candidate.left];
     if (left.next < 0) continue;  // merged into its left neighbour, or the last symbol now
     Symbol& right = symbols[left.next];
-    const Merge* merge = merge_table.find(pair_key(left.token, right.token));
-    if (merge == nullptr || merge->rank != candidate.rank) continue;  // a neighbour merged since
-    left.token = merge->result;
+    if (pair_key(left.token, right.token) != candidate.pair) continue;  // a neighbour merged since
+    left.token = candidate.result;
     const int32_t after = right.next;
     right.next = kMerged;
     left.next = after;
@@ -493,7 +491,7 @@ void Tokenizer::State::append_piece_tokens(std::string_view piece, Scratch& scra
   }
   const size_t start = tokens.size();
   // ignore_merges (Llama 3's): a piece that is itself a token is taken whole.
-  if (const auto whole = ignore_merges ? vocab.find(std::string(piece)) : vocab.end(); whole != vocab.end()) {
+  if (const auto whole = ignore_merges ? vocab.find(piece) : vocab.end(); whole != vocab.end()) {
     tokens.push_back(whole->second);
   } else {
     start_symbols(piece, scratch);

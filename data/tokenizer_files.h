@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -84,6 +85,15 @@ struct MergeIds {
 
 inline constexpr uint32_t kNoToken = UINT32_MAX;
 
+// Hashes std::string and std::string_view alike, so that a map keyed by std::string is searched
+// with a view (no copy of the text per lookup).
+struct TextHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
+};
+template <class Value>
+using TextMap = std::unordered_map<std::string, Value, TextHash, std::equal_to<>>;
+
 struct TokenizerSpec {
   std::string path;        // as given: a tokenizer.json, or a directory
   std::string vocab_file;  // the file that holds the vocabulary, for messages
@@ -91,7 +101,7 @@ struct TokenizerSpec {
   std::vector<std::string> token_bytes;  // by id, added tokens included: what decoding gives
   // The model's vocabulary by what a piece of text is looked up as: its bytes (byte-level), its
   // text with the replacement for spaces (SentencePiece-style).
-  std::unordered_map<std::string, uint32_t> vocab;
+  TextMap<uint32_t> vocab;
   std::vector<MergeIds> merges;  // by rank
   // The token of each byte: byte-level, every byte's; SentencePiece-style with byte_fallback,
   // <0xNN>'s (kNoToken where the vocabulary lacks one).
