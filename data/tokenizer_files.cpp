@@ -16,6 +16,7 @@
 
 #include "bad_input.h"
 #include "json.h"
+#include "tokenizer_json.h"
 #include "utf8.h"
 
 namespace trainctl {
@@ -84,36 +85,13 @@ DecodedToken decode_byte_level(std::string_view text) {
   return token;
 }
 
-std::string read_file_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw BadInput(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-nlohmann::json read_json(const std::string& path) {
-  try {
-    return nlohmann::json::parse(read_file_text(path));
-  } catch (const nlohmann::json::parse_error& error) {
-    throw BadInput(fmt::format("{}: not JSON: {}", path, error.what()));
-  }
-}
-
-// The merges as their file spells them, in rank order: views of the file's text (which `text`
-// or the JSON document holds), and the place of each in the file, for messages.
+// The merges as their file spells them, in rank order: views of the text that `text` (merges.txt)
+// or the TokenizerJson holds, and the place of each in the file, for messages.
 struct MergeTexts {
   std::string text;
   std::vector<std::pair<std::string_view, std::string_view>> merges;
   std::function<std::string(size_t)> place;
 };
-
-// "left right": GPT-2's merges.txt line, and tokenizer.json's older form of a merge.
-std::optional<std::pair<std::string_view, std::string_view>> split_merge(std::string_view line) {
-  const size_t space = line.find(' ');
-  if (space == std::string_view::npos || space == 0 || space + 1 == line.size() ||
-      line.find(' ', space + 1) != std::string_view::npos)
-    return std::nullopt;
-  return std::pair(line.substr(0, space), line.substr(space + 1));
-}
 
 MergeTexts read_merges_txt(const std::string& path) {
   MergeTexts result;
@@ -422,10 +400,11 @@ class JsonReader {
 
 // The vocabulary, merges and byte tokens of `spec` from the model's vocab (token text -> id) of
 // `spec.vocab_file` and the merges in rank order.
-void build_vocabulary(const nlohmann::json& vocab, const MergeTexts& merge_texts, TokenizerSpec& spec,
-                      std::unordered_map<std::string_view, uint32_t>& id_of_text) {
+void build_vocabulary(const std::optional<std::vector<VocabEntry>>& entries, const MergeTexts& merge_texts,
+                      TokenizerSpec& spec, std::unordered_map<std::string_view, uint32_t>& id_of_text) {
   const std::string& vocab_file = spec.vocab_file;
-  if (!vocab.is_object()) throw BadInput(fmt::format("{}: the vocabulary is not an object of token: id", vocab_file));
+  if (!entries) throw BadInput(fmt::format("{}: the vocabulary is not an object of token: id", vocab_file));
+  const std::vector<VocabEntry>& vocab = *entries;
   const auto size = static_cast<int64_t>(vocab.size());
   if (size > kMaxVocabSize) throw BadInput(fmt::format("{}: {} tokens, more than the {} ids a batch holds", vocab_file, size, kMaxVocabSize));
   spec.byte_tokens.fill(kNoToken);
@@ -438,10 +417,9 @@ void build_vocabulary(const nlohmann::json& vocab, const MergeTexts& merge_texts
   if (spec.metaspace) space_replacement = spec.metaspace->replacement;
   for (const NormalizerStep& step : spec.normalizer)
     if (step.kind == NormalizerStep::Kind::kReplace && step.text == " ") space_replacement = step.replacement;
-  for (const auto& [text, id_value] : vocab.items()) {
-    if (!id_value.is_number_integer())
-      throw BadInput(fmt::format("{}: the id of token {} is not an integer", vocab_file, json_quoted(text)));
-    const auto id = id_value.get<int64_t>();
+  for (const auto& [text, id_value] : vocab) {
+    if (!id_value) throw BadInput(fmt::format("{}: the id of token {} is not an integer", vocab_file, json_quoted(text)));
+    const int64_t id = *id_value;
     if (id < 0 || id >= size)
       throw BadInput(fmt::format("{}: token {} has id {}, outside 0 to {} ({} tokens)", vocab_file, json_quoted(text), id,
                                  size - 1, size));
@@ -464,7 +442,9 @@ void build_vocabulary(const nlohmann::json& vocab, const MergeTexts& merge_texts
     }
     spec.vocab.emplace(spec.byte_level ? bytes : text, static_cast<uint32_t>(id));
     spec.token_bytes[id] = std::move(bytes);
-    text_of_id[id] = id_of_text.emplace(text, static_cast<uint32_t>(id)).first->first;
+    const auto [entry, added] = id_of_text.emplace(text, static_cast<uint32_t>(id));
+    if (!added) throw BadInput(fmt::format("{}: token {} is listed twice", vocab_file, json_quoted(text)));
+    text_of_id[id] = entry->first;
   }
   if (spec.byte_level) {
     for (int byte = 0; byte < 256; ++byte) {
@@ -493,23 +473,16 @@ void build_vocabulary(const nlohmann::json& vocab, const MergeTexts& merge_texts
   }
 }
 
-MergeTexts read_json_merges(const Field& entries, const std::string& path) {
+MergeTexts read_json_merges(const TokenizerJson& json, const std::string& path) {
+  const Field field = Field(json.document, "", path)["model"]["merges"];
+  if (!json.merges) field.array();  // it fails, naming what is there instead
+  if (json.malformed_merge)
+    throw BadInput(fmt::format("{}: model.merges[{}] is neither \"left right\" nor [\"left\", \"right\"]", path,
+                               *json.malformed_merge));
   MergeTexts result;
-  result.merges.reserve(entries.array().size());
-  for (size_t i = 0; i < entries.value().size(); ++i) {
-    const nlohmann::json& value = entries.value()[i];
-    std::optional<std::pair<std::string_view, std::string_view>> parts;
-    if (value.is_string()) {
-      parts = split_merge(value.get_ref<const std::string&>());
-    } else if (value.is_array() && value.size() == 2 && value[0].is_string() && value[1].is_string()) {
-      parts = std::pair<std::string_view, std::string_view>(value[0].get_ref<const std::string&>(),
-                                                            value[1].get_ref<const std::string&>());
-    }
-    if (!parts) entries[i].fail("is neither \"left right\" nor [\"left\", \"right\"]");
-    result.merges.push_back(*parts);
-  }
-  const std::string name = entries.name();
-  result.place = [path, name](size_t rank) { return fmt::format("{}: {}[{}]", path, name, rank); };
+  result.merges.reserve(json.merges->size());
+  for (const auto& [left, right] : *json.merges) result.merges.emplace_back(left, right);
+  result.place = [path](size_t rank) { return fmt::format("{}: model.merges[{}]", path, rank); };
   return result;
 }
 
@@ -546,12 +519,13 @@ DocumentTokens end_of_text_before(const TokenizerSpec& spec) {
 }
 
 TokenizerSpec read_tokenizer_json(const std::string& json_path, const std::string& given) {
-  const nlohmann::json json = read_json(json_path);
+  const TokenizerJson file = read_tokenizer_json_file(json_path, VocabAt::kModel);
+  const nlohmann::json& json = file.document;
   TokenizerSpec spec;
   spec.path = given;
   spec.vocab_file = json_path;
-  if (!json.is_object() || !json.contains("model") || !json["model"].is_object() || !json["model"].contains("vocab") ||
-      !json["model"].contains("merges"))
+  if (!json.is_object() || !json.contains("model") || !json["model"].is_object() ||
+      !(file.vocab || json["model"].contains("vocab")) || !(file.merges || json["model"].contains("merges")))
     throw BadInput(fmt::format("{}: no model.vocab and model.merges", json_path));
   const nlohmann::json& model = json["model"];
   if (model.contains("type") && model["type"] != "BPE")
@@ -559,9 +533,9 @@ TokenizerSpec read_tokenizer_json(const std::string& json_path, const std::strin
   JsonReader reader(json, json_path, spec);
   reader.read_text_steps();
   reader.read_model_options();
-  const MergeTexts merges = read_json_merges(Field(json, "", json_path)["model"]["merges"], json_path);
+  const MergeTexts merges = read_json_merges(file, json_path);
   std::unordered_map<std::string_view, uint32_t> id_of_text;
-  build_vocabulary(model["vocab"], merges, spec, id_of_text);
+  build_vocabulary(file.vocab, merges, spec, id_of_text);
   reader.read_tokens(id_of_text);
   add_added_tokens(spec);
   require_ids_in_vocabulary(spec.post_processor.before, spec, "post_processor");
@@ -614,8 +588,8 @@ TokenizerSpec read_tokenizer_spec(const std::string& path) {
     spec.splits.push_back({pcre2_pattern(kGpt2Pattern, Field(none, "GPT-2's regex", path)), "GPT-2's regex",
                            CutRule::kBeforeWhitespace});
     std::unordered_map<std::string_view, uint32_t> id_of_text;
-    const nlohmann::json vocab = read_json(vocab_path);
-    build_vocabulary(vocab, read_merges_txt(merges_path), spec, id_of_text);
+    build_vocabulary(read_tokenizer_json_file(vocab_path, VocabAt::kRoot).vocab, read_merges_txt(merges_path), spec,
+                     id_of_text);
     spec.documents = end_of_text_before(spec);
     if (spec.documents.before.empty()) throw BadInput(fmt::format("{}: no {} token", vocab_path, kEndOfText));
     return spec;

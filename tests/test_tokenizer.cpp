@@ -656,6 +656,30 @@ TEST_CASE("what a tokenizer.json holds beyond the two BPE families is refused, n
   json = llama3_json();
   json["model"]["merges"] = nlohmann::json::array({"Ġ t", nlohmann::json::array({"h"})});
   CHECK(error_for(json) == fmt::format("{}: model.merges[1] is neither \"left right\" nor [\"left\", \"right\"]", path));
+  // The merges and the vocabulary are read as lists, apart from the document (tokenizer_json.h):
+  // every other spelling of an entry is refused as the document's would be.
+  for (const nlohmann::json& entry : {nlohmann::json(7), nlohmann::json::object({{"h", "t"}}),
+                                      nlohmann::json::array({"h", "t", "e"}), nlohmann::json::array({nlohmann::json::array({"h"}), "t"}),
+                                      nlohmann::json::array({"h", 1})}) {
+    json["model"]["merges"] = nlohmann::json::array({"Ġ t", nlohmann::json::array({"h", "e"}), entry, "t h"});
+    CHECK(error_for(json) == fmt::format("{}: model.merges[2] is neither \"left right\" nor [\"left\", \"right\"]", path));
+  }
+  json["model"]["merges"] = "Ġ t";
+  CHECK(error_for(json) == fmt::format("{}: model.merges is not an array", path));
+  json = llama3_json();
+  json["model"]["vocab"]["!"] = nlohmann::json::array({0});
+  CHECK(error_for(json) == fmt::format("{}: the id of token \"!\" is not an integer", path));
+  json["model"]["vocab"] = nlohmann::json::array({"!"});
+  CHECK(error_for(json) == fmt::format("{}: the vocabulary is not an object of token: id", path));
+  std::string twice = llama3_json().dump();
+  twice.replace(twice.find("\"vocab\":{") + 9, 0, fmt::format("\"!\":{},", llama3_json()["model"]["vocab"].size()));
+  write_text(path, twice);
+  CHECK(load_error(path) == fmt::format("{}: token \"!\" is listed twice", path));
+  // A "vocab" or "merges" elsewhere in the file is the document's.
+  json = llama3_json();
+  json["decoder"] = {{"vocab", {{"!", 5}}}, {"merges", nlohmann::json::array({"q q"})}, {"type", "ByteLevel"}};
+  CHECK(load_json(json).encode("the cat") == load_json(llama3_json()).encode("the cat"));
+  json = llama3_json();
   json["model"]["merges"] = nlohmann::json::array({nlohmann::json::array({"Ġ", "q"}), nlohmann::json::array({"q", "q"})});
   CHECK(error_for(json) == fmt::format("{}: model.merges[0]: the merge \"Ġ q\" makes \"Ġq\", which is not a token of {}",
                                        path, path));
