@@ -91,18 +91,23 @@ fi
 load_average
 
 # Llama 3's tokenizer on hf-corpus: trainctl with 1 thread and with all, and in the same round
-# each JavaScript implementation's encode() of the same text.
+# each JavaScript implementation's encode() of the same text. Beside the wall time, the CPU time
+# of the one-thread runs: on a machine that others share it is the steadier figure.
 megabytes_of() { awk -v bytes="$(stat -c %s "$1")" 'BEGIN { printf "%.2f", bytes / 1e6 }'; }
 hf_megabytes=$(megabytes_of hf-corpus.txt)
-llama3_js=() hugging_face=() one=() all=()
+llama3_js=() hugging_face=() one=() all=() llama3_js_cpu=() hugging_face_cpu=() one_cpu=()
 for _ in $(seq "$reps"); do
-  while read -r name time; do
+  while read -r name time cpu; do
     case $name in
-      llama3-tokenizer-js) llama3_js+=("$time") ;;
-      @huggingface/tokenizers) hugging_face+=("$time") ;;
+      llama3-tokenizer-js) llama3_js+=("$time") llama3_js_cpu+=("$cpu") ;;
+      @huggingface/tokenizers) hugging_face+=("$time") hugging_face_cpu+=("$cpu") ;;
     esac
   done < <(node "$hf_oracle" bench llama3 llama3.json hf-corpus.txt)
-  one+=("$(seconds "$trainctl" data tokenize hf-corpus.txt -o hf.one.bin --tokenizer llama3.json --threads 1)")
+  /usr/bin/time -f '%e %U %S' -o one.time "$trainctl" data tokenize hf-corpus.txt -o hf.one.bin --tokenizer llama3.json \
+    --threads 1 >/dev/null
+  read -r time user system <one.time
+  one+=("$time")
+  one_cpu+=("$(awk -v u="$user" -v s="$system" 'BEGIN { printf "%.2f", u + s }')")
   all+=("$(seconds "$trainctl" data tokenize hf-corpus.txt -o hf.all.bin --tokenizer llama3.json --threads "$cores")")
 done
 cmp -s hf.one.bin hf.all.bin || { echo "hf-corpus: 1 and $cores threads wrote different files" >&2; exit 1; }
@@ -112,11 +117,18 @@ hugging_face_rate=$(hf_rate "${hugging_face[@]}")
 one_rate=$(hf_rate "${one[@]}")
 all_rate=$(hf_rate "${all[@]}")
 faster_js=$(awk -v a="$llama3_js_rate" -v b="$hugging_face_rate" 'BEGIN { print (a > b ? a : b) }')
+llama3_js_cpu_rate=$(hf_rate "${llama3_js_cpu[@]}")
+hugging_face_cpu_rate=$(hf_rate "${hugging_face_cpu[@]}")
+one_cpu_rate=$(hf_rate "${one_cpu[@]}")
+faster_js_cpu=$(awk -v a="$llama3_js_cpu_rate" -v b="$hugging_face_cpu_rate" 'BEGIN { print (a > b ? a : b) }')
 echo "== hf-corpus, Llama 3's tokenizer.json: $hf_megabytes MB, $(( ($(stat -c %s hf.one.bin) - 1024) / 4 )) tokens"
-printf "%-26s %8.2f MB/s  (seconds: %s)\n" "llama3-tokenizer-js" "$llama3_js_rate" "${llama3_js[*]}"
-printf "%-26s %8.2f MB/s  (seconds: %s)\n" "@huggingface/tokenizers" "$hugging_face_rate" "${hugging_face[*]}"
-printf "%-26s %8.2f MB/s  (seconds: %s)  %sx the faster JavaScript\n" "trainctl, 1 thread" "$one_rate" "${one[*]}" \
-  "$(ratio "$one_rate" "$faster_js")"
+printf "%-26s %8.2f MB/s  (seconds: %s)  %8.2f MB/CPU-s  (CPU seconds: %s)\n" "llama3-tokenizer-js" "$llama3_js_rate" \
+  "${llama3_js[*]}" "$llama3_js_cpu_rate" "${llama3_js_cpu[*]}"
+printf "%-26s %8.2f MB/s  (seconds: %s)  %8.2f MB/CPU-s  (CPU seconds: %s)\n" "@huggingface/tokenizers" \
+  "$hugging_face_rate" "${hugging_face[*]}" "$hugging_face_cpu_rate" "${hugging_face_cpu[*]}"
+printf "%-26s %8.2f MB/s  (seconds: %s)  %sx the faster JavaScript; %8.2f MB/CPU-s  (CPU seconds: %s)  %sx\n" \
+  "trainctl, 1 thread" "$one_rate" "${one[*]}" "$(ratio "$one_rate" "$faster_js")" "$one_cpu_rate" "${one_cpu[*]}" \
+  "$(ratio "$one_cpu_rate" "$faster_js_cpu")"
 printf "%-26s %8.2f MB/s  (seconds: %s)  %sx the faster JavaScript, %sx 1 thread\n" "trainctl, $cores threads" \
   "$all_rate" "${all[*]}" "$(ratio "$all_rate" "$faster_js")" "$(ratio "$all_rate" "$one_rate")"
 load_average
