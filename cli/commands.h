@@ -60,6 +60,10 @@ std::string batch_script(const Config& config, const RunDir& run_dir, const std:
 // else trainctl-runtime.
 RankCommand rank_command(const toml::table& config);
 
+// This trainctl, by its absolute path: what a batch script runs as `trainctl notify` and `trainctl
+// sweep rung`.
+std::string trainctl_executable();
+
 // For a config (its table) with [notify]: this trainctl, which the batch script runs as
 // `trainctl notify` (RenderInputs::notifier); nullopt without one.
 std::optional<std::string> notifier_executable(const toml::table& config);

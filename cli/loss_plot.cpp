@@ -1,11 +1,13 @@
 // The charts of `trainctl plot`: see loss_plot.h.
 #include "loss_plot.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "errors.h"
 #include "metrics_file.h"
@@ -66,8 +68,55 @@ LineChart run_loss_chart(const RunDir& run, const std::string& name) {
   return chart;
 }
 
+namespace {
+// A scheduled sweep: each trial's metric against its steps, every value it logged; the rungs as
+// dashed vertical lines; the best trial (at the highest rung) highlighted, the stopped ones faint.
+LineChart sweep_rung_chart(const SweepDir& sweep, const SweepManifest& manifest, const std::string& name) {
+  const SweepSchedule& schedule = *manifest.schedule;
+  std::vector<TaskStatus> ranked = read_sweep_status(sweep, manifest, std::nullopt);
+  rank_tasks(ranked, RankMetric::kRung, schedule.maximize);
+  const bool has_best = !ranked.empty() && metric_of(ranked.front(), RankMetric::kRung);
+  LineChart chart{"", "step", schedule.metric, "", {}, {}};
+  double low = INFINITY, high = -INFINITY;
+  for (const TaskStatus& status : ranked) {
+    std::map<int64_t, double> values;  // the last value logged at each step
+    for (const LoggedValue& logged : read_logged_values(sweep.task(status.task).metrics(), schedule.metric))
+      if (std::isfinite(logged.value)) values[logged.step] = logged.value;
+    if (values.empty()) continue;
+    for (const auto& [step, value] : values) {
+      low = std::min(low, value);
+      high = std::max(high, value);
+    }
+    const bool best = has_best && &status == &ranked.front();
+    const size_t reached = status.rungs->reached.size();
+    const bool stopped = reached < schedule.rungs.size() && !next_rung(*status.rungs, schedule.rungs.size());
+    const LineStyle style{palette_color(static_cast<size_t>(status.task)), 1.0, false, true};
+    chart.series.push_back(Series{points_of(values), style, YAxis::kLeft, best, stopped});
+    chart.legend.push_back(LegendEntry{
+        fmt::format("task {}{}: {}", status.task,
+                    best ? " (best)" : stopped ? fmt::format(" (stopped at rung {})", reached - 1) : "",
+                    describe_task(manifest.parameters, manifest.tasks[static_cast<size_t>(status.task)].values)),
+        LineStyle{style.color, 2.0}, best});
+  }
+  if (chart.series.empty()) throw UsageError(fmt::format("no trial of {} has logged {} yet", name, schedule.metric));
+  const LineStyle rung_style{kKeyColor, 1.0, /*dashed=*/true};
+  for (int64_t step : schedule.rungs)
+    chart.series.push_back(Series{{{static_cast<double>(step), low}, {static_cast<double>(step), high}}, rung_style});
+  chart.legend.insert(chart.legend.begin(),
+                      LegendEntry{fmt::format("rungs (steps {})", fmt::join(schedule.rungs, ", ")), rung_style, false});
+  chart.title = fmt::format("{}: {} on {}, {} trials", name, schedule.kind_name(), schedule.metric, ranked.size());
+  if (has_best) {
+    const size_t rung = ranked.front().rungs->reached.size() - 1;
+    chart.title += fmt::format("; best: task {}, {:.4g} at step {}", ranked.front().task,
+                               ranked.front().rungs->reached[rung].value, schedule.rungs[rung]);
+  }
+  return chart;
+}
+}  // namespace
+
 LineChart sweep_loss_chart(const SweepDir& sweep, const std::string& name) {
   const SweepManifest manifest = read_manifest(sweep);
+  if (manifest.schedule) return sweep_rung_chart(sweep, manifest, name);
   // Ranked as `sweep status` ranks them; that needs only the run directories, not SLURM.
   std::vector<TaskStatus> ranked = read_sweep_status(sweep, manifest, std::nullopt);
   const RankMetric metric = default_rank_metric(ranked);

@@ -1,6 +1,8 @@
 // The charts of `trainctl plot`: a run's training and validation loss with its learning rate on
 // a second axis, or a sweep's tasks overlaid with the best one (as `sweep status` ranks them)
-// highlighted and each task's swept parameters in the legend. plot/line_chart.h draws them.
+// highlighted and each task's swept parameters in the legend; for a sweep with [sweep.schedule],
+// each trial's metric with the rungs marked and the trials stopped at one faint.
+// plot/line_chart.h draws them.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +31,7 @@ struct MetricsHistory {
 MetricsHistory read_metrics_history(const RunDir& run);
 
 // Titled with `name`, the directory as the user named it. Throw UsageError when the run, or
-// every task of the sweep, has logged no loss yet.
+// every task of the sweep, has logged no loss (or a scheduled sweep's metric) yet.
 LineChart run_loss_chart(const RunDir& run, const std::string& name);
 LineChart sweep_loss_chart(const SweepDir& sweep, const std::string& name);
 

@@ -30,9 +30,11 @@ RankCommand rank_command(const toml::table& config) {
   return {runtime_executable(), false};
 }
 
+std::string trainctl_executable() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
+
 std::optional<std::string> notifier_executable(const toml::table& config) {
   if (!config.contains("notify")) return std::nullopt;
-  return std::filesystem::read_symlink("/proc/self/exe").string();
+  return trainctl_executable();
 }
 
 }  // namespace trainctl

@@ -49,14 +49,15 @@ void publish_file(const std::string& temporary, const std::string& final_path) {
   fsync_path(directory.empty() ? "." : directory);
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  AtomicFileWriter file(path);
+void write_file_atomically(const std::string& path, const std::string& text, mode_t permissions) {
+  AtomicFileWriter file(path, permissions);
   file.append(text);
   file.publish();
 }
 
-AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)), temporary_(temporary_path_for(path_)) {
-  fd_ = open(temporary_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+AtomicFileWriter::AtomicFileWriter(std::string path, mode_t permissions)
+    : path_(std::move(path)), temporary_(temporary_path_for(path_)) {
+  fd_ = open(temporary_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, permissions);
   if (fd_ < 0) fail_io("cannot write", path_);
 }
 

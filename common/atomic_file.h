@@ -3,6 +3,8 @@
 // Failures throw std::system_error (errno kept), what() "cannot write PATH: No space left on device".
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <span>
 #include <string>
@@ -17,15 +19,20 @@ void fsync_path(const std::string& path);
 // Renames `temporary` over `final_path` and fsyncs the directory, so the rename itself is durable.
 void publish_file(const std::string& temporary, const std::string& final_path);
 
+// Files are created with these permission bits, less the umask's.
+inline constexpr mode_t kSharedFile = 0666;
+// For a file that holds a secret (a config with a webhook's URL): its owner's alone from the start.
+inline constexpr mode_t kOwnerOnlyFile = 0600;
+
 // On failure the temporary is removed and the old file, if any, stays.
-void write_file_atomically(const std::string& path, const std::string& text);
+void write_file_atomically(const std::string& path, const std::string& text, mode_t permissions = kSharedFile);
 
 // A file written in parts and published whole, for contents too large to hold in memory: the
 // parts go to temporary_path_for(path), publish() renames it over `path`, and a writer destroyed
 // unpublished (an exception on the way) removes the temporary and leaves the old file, if any.
 class AtomicFileWriter {
  public:
-  explicit AtomicFileWriter(std::string path);
+  explicit AtomicFileWriter(std::string path, mode_t permissions = kSharedFile);
   ~AtomicFileWriter();
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;

@@ -1,19 +1,14 @@
 // Config reader: see config_reader.h.
 #include "config_reader.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "bad_input.h"
+#include "regular_file.h"
 
 namespace trainctl {
 
@@ -73,39 +68,6 @@ std::string finite_message(double value) { return fmt::format("must be a finite 
   throw BadInput(printable(fmt::format("config {} {}", path, problem)));
 }
 
-[[noreturn]] void refuse_unreadable(const std::string& path, int error) {
-  refuse_config_file(path, error == ENOENT || error == ENOTDIR ? "does not exist"
-                                                               : fmt::format("cannot be read: {}", std::strerror(error)));
-}
-
-void require_regular_file(const std::string& path, mode_t mode) {
-  if (S_ISDIR(mode)) refuse_config_file(path, "is a directory, not a config file");
-  if (!S_ISREG(mode)) refuse_config_file(path, "is not a regular file");
-}
-
-// The whole file, refusing anything but a regular file: stat first, so that a FIFO is never
-// opened (a read would wait for a writer), and fstat what was opened in case the path changed
-// in between (O_NONBLOCK keeps even that open from waiting).
-std::string read_config_text(const std::string& path) {
-  struct stat info {};
-  if (stat(path.c_str(), &info) != 0) refuse_unreadable(path, errno);
-  require_regular_file(path, info.st_mode);
-  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) refuse_unreadable(path, errno);
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { close(fd); }
-  } closer{fd};
-  if (fstat(fd, &info) != 0) refuse_unreadable(path, errno);
-  require_regular_file(path, info.st_mode);
-  std::string text;
-  char buffer[65536];
-  ssize_t count = 0;
-  while ((count = read(fd, buffer, sizeof buffer)) > 0) text.append(buffer, static_cast<size_t>(count));
-  if (count < 0) refuse_unreadable(path, errno);
-  return text;
-}
-
 }  // namespace
 
 std::string printable(std::string_view text) {
@@ -138,6 +100,19 @@ toml::table parse_config_text(std::string_view text, const std::string& file_nam
   } catch (const toml::parse_error& error) {
     SourcePosition where{file_name, error.source().begin.line, error.source().begin.column};
     throw ConfigError(where, "", fmt::format("invalid TOML: {}", error.description()));
+  }
+}
+
+// A config is a page of text: anything near this size is not one.
+constexpr size_t kMaxConfigBytes = 16 << 20;
+
+std::string read_config_text(const std::string& path) {
+  try {
+    return read_regular_file(path, kMaxConfigBytes);
+  } catch (const RegularFileError& error) {
+    refuse_config_file(path, error.reason() == RegularFileError::Reason::kDirectory
+                                 ? "is a directory, not a config file"
+                                 : error.what());
   }
 }
 

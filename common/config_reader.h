@@ -44,9 +44,12 @@ class ConfigError : public std::runtime_error {
 std::string printable(std::string_view text);
 
 // Parses a TOML file; a syntax error becomes a ConfigError at its position. A path that is
-// missing, a directory or not a regular file (a FIFO is never opened) is BadInput, "config
-// PATH does not exist" / "is a directory, not a config file" / "is not a regular file".
+// missing, a directory, not a regular file (a FIFO is never opened, regular_file.h) or over 16 MB
+// is BadInput, "config PATH does not exist" / "is a directory, not a config file" / "is a FIFO,
+// not a regular file".
 toml::table parse_config_file(const std::string& path);
+// The text of the config file at `path`, refused as parse_config_file refuses it.
+std::string read_config_text(const std::string& path);
 toml::table parse_config_text(std::string_view text, const std::string& file_name);
 
 // The known key closest to `unknown` by edit distance, when it is close enough to be a typo.

@@ -3,7 +3,7 @@
 #pragma once
 
 namespace trainctl::exit_code {
-constexpr int kDone = 0;         // training reached train.steps
+constexpr int kDone = 0;         // training reached train.steps, or this start's step budget (step_budget.h)
 constexpr int kFailed = 1;       // a runtime failure (I/O, MPI, a NaN loss, ...)
 constexpr int kBadConfig = 2;    // the config or a checkpoint does not fit this run
 // EX_TEMPFAIL: saved after a signal; requeue me to continue. Also a [program]'s word, given to it

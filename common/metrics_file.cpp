@@ -2,17 +2,22 @@
 #include "metrics_file.h"
 
 #include <cmath>
-#include <fstream>
 
 #include <fmt/format.h>
 
+#include "bad_input.h"
 #include "json.h"
+#include "run_files.h"
 
 namespace trainctl {
 
 namespace {
 
 constexpr double kBytesPerMiB = 1024.0 * 1024.0;
+// Steps and counts up to 2^53, below which every whole number is a double exactly; memory peaks up
+// to 2^43 MiB, whose bytes fit int64.
+constexpr double kMaxWholeNumber = 9007199254740992.0;
+constexpr double kMaxMegabytes = 8796093022208.0;
 
 std::string throughput_key(std::string_view term_unit) { return fmt::format("{}_per_s", term_unit); }
 
@@ -24,6 +29,17 @@ std::optional<double> number_at(const Json& record, const char* key) {
 }
 
 double number_or_unknown(const Json& record, const char* key) { return number_at(record, key).value_or(kUnknown); }
+
+// The number at `key` converted to int64 once it is known to fit: a whole number from 0 to 2^53,
+// or (`megabytes`) a memory peak in MiB as bytes. 0 when absent.
+int64_t checked_integer(const Json& record, const char* key, bool megabytes = false) {
+  const double value = number_at(record, key).value_or(0.0);
+  const double limit = megabytes ? kMaxMegabytes : kMaxWholeNumber;
+  if (!(value >= 0.0 && value <= limit) || (!megabytes && value != std::floor(value)))
+    throw BadInput(fmt::format("{} {} is not {} from 0 to 2^{}", key, value,
+                               megabytes ? "a size in MB" : "a whole number", megabytes ? 43 : 53));
+  return static_cast<int64_t>(megabytes ? value * kBytesPerMiB : value);
+}
 
 std::string string_at(const Json& record, const char* key) {
   const auto found = record.find(key);
@@ -44,9 +60,9 @@ StepRecord step_of(const Json& record, int64_t step) {
   }
   train.mfu = number_or_unknown(record, "mfu");
   train.step_seconds = number_or_unknown(record, "step_time_s");
-  train.peak_rss_bytes = static_cast<int64_t>(number_at(record, "peak_rss_mb").value_or(0.0) * kBytesPerMiB);
-  train.peak_device_bytes = static_cast<int64_t>(number_at(record, "peak_device_mb").value_or(0.0) * kBytesPerMiB);
-  train.global_batch = static_cast<int64_t>(number_at(record, "global_batch").value_or(0.0));
+  train.peak_rss_bytes = checked_integer(record, "peak_rss_mb", /*megabytes=*/true);
+  train.peak_device_bytes = checked_integer(record, "peak_device_mb", /*megabytes=*/true);
+  train.global_batch = checked_integer(record, "global_batch");
   train.elapsed_seconds = number_or_unknown(record, "elapsed_s");
   return train;
 }
@@ -105,13 +121,23 @@ std::string metrics_line(const CheckpointRecord& record) {
                         {"write_s", record.seconds}});
 }
 
-std::optional<MetricsLine> parse_metrics_line(std::string_view text) {
-  const Json record = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+namespace {
+// The line's JSON object and its step; nothing for a line that is not an object with a numeric step.
+std::optional<std::pair<Json, int64_t>> record_of(std::string_view text) {
+  Json record = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!record.is_object()) return std::nullopt;
-  const std::optional<double> step = number_at(record, "step");
-  if (!step) return std::nullopt;
+  if (!number_at(record, "step")) return std::nullopt;
+  const int64_t step = checked_integer(record, "step");
+  return std::pair{std::move(record), step};
+}
+}  // namespace
+
+std::optional<MetricsLine> parse_metrics_line(std::string_view text) {
+  const std::optional<std::pair<Json, int64_t>> parsed = record_of(text);
+  if (!parsed) return std::nullopt;
+  const Json& record = parsed->first;
   MetricsLine line;
-  line.step = static_cast<int64_t>(*step);
+  line.step = parsed->second;
   if (record.contains("loss")) line.train = step_of(record, line.step);
   if (record.contains("val_loss")) line.eval = eval_of(record, line.step);
   if (const auto event = record.find("event"); event != record.end()) {
@@ -123,10 +149,32 @@ std::optional<MetricsLine> parse_metrics_line(std::string_view text) {
 
 std::vector<MetricsLine> read_metrics_file(const std::string& path) {
   std::vector<MetricsLine> lines;
-  std::ifstream in(path);
-  for (std::string text; std::getline(in, text);)
-    if (std::optional<MetricsLine> line = parse_metrics_line(text)) lines.push_back(std::move(*line));
+  for_each_run_file_line(path, run_file_limit::kLines, [&](std::string_view text, int64_t number) {
+    try {
+      if (std::optional<MetricsLine> line = parse_metrics_line(text)) lines.push_back(std::move(*line));
+    } catch (const BadInput& error) {
+      throw DamagedRunFile(path, fmt::format("line {}: {}", number, error.what()));
+    }
+  });
   return lines;
+}
+
+std::vector<LoggedValue> read_logged_values(const std::string& path, std::string_view key) {
+  std::vector<LoggedValue> values;
+  for_each_run_file_line(path, run_file_limit::kLines, [&](std::string_view text, int64_t number) {
+    std::optional<std::pair<Json, int64_t>> parsed;
+    try {
+      parsed = record_of(text);
+    } catch (const BadInput& error) {
+      throw DamagedRunFile(path, fmt::format("line {}: {}", number, error.what()));
+    }
+    if (!parsed) return;
+    const auto found = parsed->first.find(key);
+    if (found == parsed->first.end()) return;
+    if (found->is_number()) values.push_back({parsed->second, found->get<double>()});
+    if (found->is_null()) values.push_back({parsed->second, kUnknown});
+  });
+  return values;
 }
 
 }  // namespace trainctl

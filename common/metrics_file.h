@@ -83,10 +83,23 @@ struct MetricsLine {
 };
 
 // Nothing for a line that is not a JSON object with a numeric step: the line the runtime is
-// appending as it is read, or a stray one.
+// appending as it is read, or a stray one. Throws BadInput for a number that its field cannot
+// hold (a step of 1e30 or 2.5, a negative memory peak), which no writer of the file writes.
 std::optional<MetricsLine> parse_metrics_line(std::string_view line);
 
-// Every line of the file at `path` that parses, in order; none when it does not exist.
+// Every line of the file at `path` that parses, in order; none when it does not exist. Throws
+// DamagedRunFile (run_files.h) naming the file and the line for anything but a regular file, a
+// line over 1 MB or a number out of its field's range.
 std::vector<MetricsLine> read_metrics_file(const std::string& path);
+
+// A value logged under one key (a field of the records above, or a [program]'s own key), with the
+// step of its line; NaN where it was logged as null (not finite).
+struct LoggedValue {
+  int64_t step = 0;
+  double value = 0.0;
+};
+// Every value logged under `key` in the file at `path`, in file order: the lines that parse and
+// hold a number or null there.
+std::vector<LoggedValue> read_logged_values(const std::string& path, std::string_view key);
 
 }  // namespace trainctl

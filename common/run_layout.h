@@ -1,6 +1,6 @@
 // The run directory's layout, defined once for the three programs that share it: the CLI
 // (cli/runs/run_dir.h), the batch script (slurm/render.cpp, which takes its file names from here)
-// and the runtime.
+// and the runtime. The CLI reads them back through run_files.h, as every program reads run.json.
 //   config.toml      the resolved config the runtime trains from
 //   job.sbatch       the batch script that was submitted
 //   job_id           SLURM's job id (absent for `trainctl run`)
@@ -15,6 +15,7 @@
 //   requeue.stalls   the batch script's count of requeues without progress
 //   requeue.count    the batch script's count of requeues (SLURM_RESTART_COUNT) of this submission
 //   job.outcome      the batch script's word: running, then completed, failed: ..., stopped: ...
+//                    (a scheduled sweep's trial: stopped at rung K, promoted at rung K)
 //   params.json      a [program] job's [params] (docs/programs.md)
 //   tokenizer.txt    "<content hash> <directory>" of data.tokenizer, written by the runtime: the
 //                    tokenizer the run trained with (its checkpoints record the same)
@@ -74,6 +75,11 @@ inline constexpr std::string_view kCodeDiff = "code.diff";
 inline constexpr std::string_view kFollowers = "then";
 // job.outcome's first line while the batch script runs (slurm/render.cpp writes it).
 inline constexpr std::string_view kOutcomeRunning = "running";
+// How a trial of a sweep with [sweep.schedule] ended at a rung, job.outcome's first line
+// (cli/sweeps/rung_step.cpp writes them): "stopped at rung 1 (step 60): ...", and once a later
+// decision promotes it from there into a new array task, "promoted at rung 1 (step 60)".
+inline constexpr std::string_view kOutcomeStoppedAtRung = "stopped at rung";
+inline constexpr std::string_view kOutcomePromotedAtRung = "promoted at rung";
 // A job's log in logs/ is <prefix><job id><suffix>.
 inline constexpr std::string_view kLogPrefix = "slurm-";
 inline constexpr std::string_view kLogSuffix = ".out";

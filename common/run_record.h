@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "json.h"
@@ -40,6 +41,9 @@ struct Follower {
   std::string job;   // its SLURM job id
 };
 
+// [[then]] steps a config may have: their indices in run.json are below it.
+inline constexpr int64_t kMaxFollowers = 1000;
+
 struct RunRecord {
   std::string trainctl_version;
   std::optional<std::string> runtime_version;  // trainctl-runtime's --version; none for a [program]
@@ -50,11 +54,16 @@ struct RunRecord {
 };
 
 Json run_record_json(const RunRecord& record);
-// Throws BadInput naming the file when it is not a run record.
+// Throws DamagedRunFile (run_files.h) naming the file when it is not a run record: a field missing
+// or of another type, a number out of its range, a job id, kind or condition that is none.
 RunRecord run_record_of(const Json& json, const std::string& file);
 
 // The run directory's run.json; nothing when it has none (a run submitted before it existed).
+// Throws DamagedRunFile for anything but a regular file, over 16 MB, or not JSON.
 std::optional<RunRecord> load_run_record(const RunLayout& run);
+
+// SLURM's job id as sbatch prints it: digits, or an array task's <array job>_<task>.
+bool is_job_id(std::string_view text);
 void save_run_record(const RunLayout& run, const RunRecord& record);
 
 // "trainctl-runtime 0.9.0 (revision v0.9.0-12-gabc1234)" as this build's --version prints it.

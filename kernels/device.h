@@ -115,6 +115,31 @@ inline void require_valid_gemm(const Gemm& g) {
 Gemm dense_gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, float alpha, ConstTypedPtr a,
                 ConstTypedPtr b, float beta, TypedPtr c);
 
+// The shape of a causal self-attention (the attention family): `heads` query heads and `kv_heads`
+// key/value heads of `head_size` columns each, over `seq` positions of `batch` sequences. Query
+// head h reads key/value head h / (heads / kv_heads) (Hugging Face's repeat_kv order): kv_heads
+// == heads is multi-head attention (GPT-2's), fewer is grouped-query attention (Llama's).
+struct AttentionShape {
+  int64_t batch, seq, heads, kv_heads, head_size;
+
+  // qkv's row: the query heads, then the key heads, then the value heads.
+  int64_t qkv_width() const { return (heads + 2 * kv_heads) * head_size; }
+  // out's row: the query heads' outputs side by side.
+  int64_t out_width() const { return heads * head_size; }
+  // The query heads that share one key/value head.
+  int64_t group_size() const { return heads / kv_heads; }
+};
+
+// Throws std::invalid_argument for a shape every device refuses: a negative size, no heads, no
+// key/value head, or kv_heads not dividing heads.
+inline void require_valid_attention(const AttentionShape& s) {
+  if (s.batch < 0 || s.seq < 0 || s.head_size < 0 || s.heads <= 0 || s.kv_heads <= 0 || s.heads % s.kv_heads != 0)
+    throw std::invalid_argument("attention: batch " + std::to_string(s.batch) + ", seq " + std::to_string(s.seq) +
+                                ", " + std::to_string(s.heads) + " heads of " + std::to_string(s.head_size) + ", " +
+                                std::to_string(s.kv_heads) +
+                                " key/value heads: sizes must not be negative and kv_heads must divide heads");
+}
+
 // One optimizer step's target: elements [0, n) of the flat buffers from `parameters` on (a whole
 // model's, or a ZeRO-1 shard's), in parameter groups. Group g covers [group_ends[g - 1],
 // group_ends[g]) (from 0 for the first) and takes weight_decay where group_decays[g] is 1, none

@@ -1,12 +1,14 @@
 // The program schema: see program_spec.h.
 #include "program_spec.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "bad_input.h"
 #include "config_reader.h"
 #include "toml_json.h"
 
@@ -45,6 +47,7 @@ std::string fill_placeholders(const std::string& element, const std::function<st
 }
 
 constexpr std::string_view kParamsPrefix = "params.";
+constexpr std::string_view kBudgetPlaceholder = "budget.steps";
 
 // A [params] value as one argument: strings as they are, numbers as the shortest text that reads
 // back as the same number (3e-4 is "0.0003"), booleans as true and false.
@@ -61,24 +64,34 @@ std::string argument_text(const std::string& name, const toml::node& value) {
                                      value.is_array() ? "an array" : value.is_table() ? "a table" : "a date or time"));
 }
 
-// The value of placeholder `name` for the run directory `run`.
-std::string placeholder_value(const std::string& name, const ProgramSpec& program, const RunLayout& run) {
+// The value of placeholder `name` for the run directory `run`, in a start with step budget `budget`.
+std::string placeholder_value(const std::string& name, const ProgramSpec& program, const RunLayout& run,
+                              std::optional<int64_t> budget) {
   if (name == "run_dir") return run.path();
   if (name == "checkpoint_dir") return run.checkpoints();
+  if (name == kBudgetPlaceholder) {
+    if (!budget)
+      throw BadInput("{budget.steps} has no value: TRAINCTL_BUDGET_STEPS is set by the batch script of a sweep with "
+                     "[sweep.schedule]");
+    return std::to_string(*budget);
+  }
   if (name.starts_with(kParamsPrefix)) {
     if (const toml::node* value = program.params.get(name.substr(kParamsPrefix.size())))
       return argument_text(name, *value);
   }
-  std::vector<std::string> known{"run_dir", "checkpoint_dir"};
+  std::vector<std::string> known{"run_dir", "checkpoint_dir", std::string(kBudgetPlaceholder)};
   for (const auto& [key, value] : program.params) known.push_back(std::string(kParamsPrefix) + std::string(key.str()));
   std::string message = fmt::format("unknown placeholder {{{}}}", name);
   if (auto suggestion = nearest_key(name, known)) message += fmt::format(" (did you mean {{{}}}?)", *suggestion);
-  throw PlaceholderError(message + "; the placeholders are {run_dir}, {checkpoint_dir} and {params.NAME} for a key "
-                                   "NAME of [params]; write {{ and }} for literal braces");
+  throw PlaceholderError(message + "; the placeholders are {run_dir}, {checkpoint_dir}, {params.NAME} for a key "
+                                   "NAME of [params] and, in a sweep with [sweep.schedule], {budget.steps}; write {{ "
+                                   "and }} for literal braces");
 }
 
-std::string filled_element(const std::string& element, const ProgramSpec& program, const RunLayout& run) {
-  return fill_placeholders(element, [&](const std::string& name) { return placeholder_value(name, program, run); });
+std::string filled_element(const std::string& element, const ProgramSpec& program, const RunLayout& run,
+                           std::optional<int64_t> budget) {
+  return fill_placeholders(element,
+                           [&](const std::string& name) { return placeholder_value(name, program, run, budget); });
 }
 
 }  // namespace
@@ -97,19 +110,34 @@ ProgramSpec parse_program_spec(const toml::table& root, const std::string& file)
     program.workdir = *workdir;
   }
   if (reader.has("snapshot")) program.snapshot = reader.choice("snapshot", {"git", "files", "none"});
-  if (reader.has("snapshot_include")) program.snapshot_include = reader.string_list("snapshot_include");
+  if (reader.has("snapshot_include")) {
+    program.snapshot_include = reader.string_list("snapshot_include");
+    // Patterns match paths relative to the workdir: one that leaves it would match nothing.
+    for (size_t index = 0; index < program.snapshot_include->size(); ++index) {
+      const std::filesystem::path pattern((*program.snapshot_include)[index]);
+      if (pattern.is_absolute() ||
+          std::any_of(pattern.begin(), pattern.end(), [](const std::filesystem::path& part) { return part == ".."; }))
+        reader.fail("snapshot_include",
+                    fmt::format("element {} ({:?}) leaves program.workdir; the patterns name files under it, relative "
+                                "to it, such as \"*.py\" or \"configs/*.yaml\"",
+                                index, pattern.string()));
+    }
+  }
   program.snapshot_max_mb = reader.integer("snapshot_max_mb", program.snapshot_max_mb, 1, 1 << 20);
   reader.reject_unknown();
   if (const toml::node* params = root.get("params")) {
     if (!params->is_table()) throw ConfigError(position_of(*params, file), "params", "expected a table of values");
     program.params = *params->as_table();
   }
-  // Filled in for a stand-in run directory, every placeholder is checked as each rank will fill it.
+  // Filled in for a stand-in run directory and budget, every placeholder is checked as each rank
+  // will fill it.
   const RunLayout stand_in("/run");
   const toml::array& written = *root["program"]["command"].as_array();
   for (size_t index = 0; index < program.command.size(); ++index) {
     try {
-      filled_element(program.command[index], program, stand_in);
+      if (filled_element(program.command[index], program, stand_in, 1) !=
+          filled_element(program.command[index], program, stand_in, 2))
+        program.reads_budget = true;
     } catch (const PlaceholderError& error) {
       throw ConfigError(position_of(written[index], file), "program.command",
                         fmt::format("element {} (\"{}\"): {}", index, program.command[index], error.what()));
@@ -131,9 +159,9 @@ void resolve_program_workdir(toml::table& root, const std::string& base_dir) {
   program->insert_or_assign("workdir", absolute_program_workdir(root, base_dir));
 }
 
-std::vector<std::string> program_argv(const ProgramSpec& program, const RunLayout& run) {
+std::vector<std::string> program_argv(const ProgramSpec& program, const RunLayout& run, std::optional<int64_t> budget) {
   std::vector<std::string> argv;
-  for (const std::string& element : program.command) argv.push_back(filled_element(element, program, run));
+  for (const std::string& element : program.command) argv.push_back(filled_element(element, program, run, budget));
   return argv;
 }
 

@@ -1,7 +1,8 @@
 // The program schema: [program] and [params] of a config, a user's own command run on every rank
 // instead of trainctl-runtime (docs/programs.md). The command is an argv list, never given to a
-// shell; its placeholders ({run_dir}, {checkpoint_dir}, {params.NAME}) are checked when the
-// config is read and filled in on each rank, from the run directory it runs for.
+// shell; its placeholders ({run_dir}, {checkpoint_dir}, {params.NAME}, and {budget.steps} in a
+// sweep with [sweep.schedule]) are checked when the config is read and filled in on each rank,
+// from the run directory it runs for and the step budget of its start.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,7 @@ struct ProgramSpec {
   std::optional<std::vector<std::string>> snapshot_include;
   int64_t snapshot_max_mb = 100;  // a bigger snapshot is refused, naming the biggest files
   toml::table params;  // [params], free-form
+  bool reads_budget = false;  // the command has a {budget.steps} placeholder
 };
 
 bool has_program(const toml::table& root);
@@ -47,8 +49,11 @@ std::string absolute_program_workdir(const toml::table& root, const std::string&
 // or `base_dir` itself when none is written. A config without [program] is left as it is.
 void resolve_program_workdir(toml::table& root, const std::string& base_dir);
 
-// The command with its placeholders filled in for the run directory `run`: what every rank execs.
-std::vector<std::string> program_argv(const ProgramSpec& program, const RunLayout& run);
+// The command with its placeholders filled in for the run directory `run` and the start's step
+// budget (step_budget.h): what every rank execs. Throws BadInput when the command reads a budget
+// and there is none.
+std::vector<std::string> program_argv(const ProgramSpec& program, const RunLayout& run,
+                                      std::optional<int64_t> budget = std::nullopt);
 
 // [params] as a JSON object, the text of the run directory's params.json.
 std::string params_json_text(const ProgramSpec& program);

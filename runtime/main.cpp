@@ -35,6 +35,21 @@ std::string read_text(const std::string& path) {
   return text.str();
 }
 
+// The config as every checkpoint records it: the run's, less [notify], which only the batch
+// script's notifications read and whose webhook may be a secret that the run directory's
+// config.toml keeps from all but its owner (mode 600), while checkpoints are copied and shared.
+// The comments heading the file (where it was resolved from) stay.
+std::string recorded_config_text(const std::string& text, const toml::table& table) {
+  if (!table.contains("notify")) return text;
+  toml::table recorded = table;
+  recorded.erase("notify");
+  std::ostringstream out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line) && line.starts_with('#');) out << line << "\n";
+  out << recorded << "\n";
+  return out.str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,14 +100,15 @@ int main(int argc, char** argv) {
     report_hangs_to(layout, comm.rank(), comm.node_name());
     const std::string config_text = read_text(layout.config());
     record_rank_node(layout, comm.rank(), comm.node_name());
-    const RunSpec spec = parse_run_spec(parse_config_text(config_text, layout.config()), layout.config());
+    const toml::table table = parse_config_text(config_text, layout.config());
+    const RunSpec spec = parse_run_spec(table, layout.config());
     // A requeued job starts whatever runtime is installed then: one installed since the submission
     // would continue the run with other code than it began with.
     if (const std::optional<std::string> refusal = runtime_change_refusal(layout, runtime_version_text())) {
       if (comm.rank() == 0) report("runtime changed", *refusal);
       return exit_code::kBadConfig;
     }
-    return train(spec, config_text, layout, comm);
+    return train(spec, recorded_config_text(config_text, table), layout, comm);
   } catch (const ConfigError& error) {
     // Every rank reads the same file, so every rank exits here; rank 0 alone says why.
     if (comm.rank() == 0) report("bad config", error.what());

@@ -1,6 +1,7 @@
 // The trainer: see trainer.h.
 #include "trainer.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -34,6 +35,7 @@
 #include "save_policy.h"
 #include "shard_layout.h"
 #include "signals.h"
+#include "step_budget.h"
 #include "step_rate.h"
 #include "test_hooks.h"
 
@@ -78,8 +80,10 @@ class Run {
     int64_t step = start();
     save_policy_.restart_interval(std::chrono::steady_clock::now());
     step_rate_.restart(std::chrono::steady_clock::now());
+    // This start trains to its step budget (a sweep's rung), never past train.steps.
+    const int64_t stop_at = std::min(budget_.value_or(spec_.train.steps), spec_.train.steps);
     // A run that stopped early and is started again has nothing left to do.
-    while (step < spec_.train.steps && !patience_exhausted(best_, spec_.train.early_stop)) {
+    while (step < stop_at && !patience_exhausted(best_, spec_.train.early_stop)) {
       note_step(step);
       if (comm_.rank() == 0) test_pause_point(layout_.path(), "step", step);
       const std::optional<DeviceActivity> activity_before = device_activity_.before_step();
@@ -116,13 +120,16 @@ class Run {
 
       const auto step_end = std::chrono::steady_clock::now();
       const bool last_step = step == spec_.train.steps;
+      // A rung's end is evaluated only where an evaluation is due anyway (validate holds the rungs
+      // to eval_every): one more would change what early stopping and keep_best see.
+      const bool budget_end = step == stop_at && !last_step;
       const bool due_eval = spec_.train.eval_every > 0 && step % spec_.train.eval_every == 0;
       // The last step is always evaluated, before its checkpoint, which then records the result.
       const bool new_best = val_data_ && (due_eval || last_step) && evaluate(step);
       const bool stop_early = !last_step && patience_exhausted(best_, spec_.train.early_stop);
-      const bool logged = step % spec_.train.log_every == 0 || last_step || stop || stop_early;
-      // The saves that end a run (or this job) are durable before it exits.
-      const bool ending = stop || last_step || stop_early;
+      const bool logged = step % spec_.train.log_every == 0 || last_step || stop || stop_early || budget_end;
+      // The saves that end a run (or this job, or its budget) are durable before it exits.
+      const bool ending = stop || last_step || stop_early || budget_end;
       const bool saved = save_policy_.saves(step, agreed[1] > 0.0, new_best, ending);
 
       // The loss and the gradient norm stay on the device until a step logs or saves: reading them
@@ -131,6 +138,8 @@ class Run {
       if (logged || saved) {
         const double grad_norm = read_step_scalars();
         if (!std::isfinite(last_loss_)) {
+          // Logged (as null) for what reads the metrics: a sweep's schedule stops such a trial.
+          metrics_.log_step(StepRecord{step, last_loss_, lr, grad_norm});
           comm_.note_failure_on_every_rank();
           throw std::runtime_error(fmt::format("the training loss is {} at step {}; stopping without saving (the "
                                                "last checkpoint stays as it was)",
@@ -154,6 +163,12 @@ class Run {
         metrics_.log_event(step, "stop", "saved after a stop signal; exiting for requeue");
         return exit_code::kSavedRequeue;
       }
+    }
+    if (step < spec_.train.steps && !patience_exhausted(best_, spec_.train.early_stop)) {
+      metrics_.log_event(step, "budget",
+                         fmt::format("trained to the step budget {} ({}); train.steps is {}", stop_at,
+                                     kBudgetStepsVariable, spec_.train.steps));
+      return exit_code::kDone;
     }
     if (patience_exhausted(best_, spec_.train.early_stop))
       metrics_.log_event(step, "early_stop",
@@ -384,6 +399,7 @@ class Run {
   double last_val_loss_ = std::nan("");
   BestValidation best_;
   const int64_t test_signal_step_ = test_signal_step();
+  const std::optional<int64_t> budget_ = budget_steps_from_environment();
 };
 
 }  // namespace

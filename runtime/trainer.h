@@ -5,7 +5,9 @@
 // Evaluations keep the best validation loss, by which training may stop early and the best
 // checkpoint is kept (early_stopping.h).
 // Checkpoints (and resuming from them, so that a resumed run ends with the same weights as one
-// that was never interrupted) belong to the checkpoint manager.
+// that was never interrupted) belong to the checkpoint manager. With a step budget
+// (step_budget.h) a start trains to that step, saves as at the end, and returns kDone without
+// marking the run completed: a sweep's schedule resumes it from there when it promotes it.
 #pragma once
 
 #include <string>

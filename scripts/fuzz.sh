@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--seconds N] [--build-dir DIR]" >&2; exit 2 ;;
   esac
 done
-targets=(config checkpoint)
+targets=(config checkpoint run_record metrics)
 
 skip() {
   echo "fuzz.sh: SKIP: $1 (Debian: apt-get install clang libclang-rt-14-dev)"

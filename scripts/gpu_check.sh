@@ -25,10 +25,12 @@
 #                cuobjdump -sass: the tensor-core attention kernels (flash_attention.cuh) hold
 #                HMMA instructions                                        (not yet run), 1 min
 #   attention    attention forward and backward in bf16 at GPT-2 124M's shape (B 8, T 1024, 12
-#                heads of 64) and at B 4, T 2048, 16 heads of 128: TFLOP/s (causal FLOPs) of
-#                trainctl's (bench_attention) beside PyTorch's scaled_dot_product_attention
-#                (scripts/bench_attention_torch.py) in the same call, and a rerun bitwise the
-#                same; $OUT/attention.jsonl                               (not yet run), 2 min
+#                heads of 64), at B 4, T 2048, 16 heads of 128, and at Llama 3.2 1B's (B 4,
+#                T 2048, 32 query heads of 64 sharing 8 key/value heads): TFLOP/s (causal FLOPs)
+#                of trainctl's (bench_attention) beside PyTorch's scaled_dot_product_attention
+#                (scripts/bench_attention_torch.py; grouped-query with enable_gqa where that
+#                PyTorch has it, and with the key/value heads repeated) in the same call, and a
+#                rerun bitwise the same; $OUT/attention.jsonl             (not yet run), 2 min
 #   kernels      every CUDA op against its CPU reference (test_cuda_kernels)        3 s, 3 min
 #   large        the same at the benchmark's shapes (test_cuda_kernels --large)   241 s, 7 min
 #   memcheck     test_cuda_kernels under compute-sanitizer memcheck                 3 s, 8 min
@@ -69,8 +71,9 @@
 #      (tensorcores, added since, goes first)
 #   2. scripts/gpu_check.sh racecheck large                          the benchmark's shapes: 266 s
 #   3. scripts/gpu_check.sh profile                                  where the GPU time goes
-# DEVICE=cpu runs the training steps on the CPU alone, at a small size, and skips the others: a
-# check of this script and of the pack on a machine without a GPU.
+# DEVICE=cpu runs the training steps on the CPU alone, at a small size, and the attention step's
+# programs at small shapes (trainctl's on the CPU implementation of CUDA, PyTorch's on the CPU),
+# and skips the others: a check of this script and of the pack on a machine without a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 self=$PWD/scripts/gpu_check.sh
@@ -231,24 +234,36 @@ PY
 }
 
 step_attention() {
-  needs_gpu
-  local failed=0
-  "$attention_bench" | tee "$out/attention.jsonl" || failed=1
-  python3 scripts/bench_attention_torch.py | tee -a "$out/attention.jsonl" || failed=1
+  local failed=0 torch_code=0 arguments=()
+  # DEVICE=cpu: both programs at small shapes, trainctl's on the CPU implementation of CUDA and
+  # PyTorch's on the CPU, a check of this step. There a PyTorch before 2.0 (Debian 12's 1.13), which
+  # has no scaled_dot_product_attention, makes the script exit 77, and trainctl's side is checked
+  # alone.
+  if [ "$device" = cpu ]; then
+    arguments=(--reps 2 "2,96,4,32" "1,80,4,2,64")
+    export TRAINCTL_CUDA_BACKEND=cpu
+  fi
+  "$attention_bench" "${arguments[@]}" | tee "$out/attention.jsonl" || failed=1
+  python3 scripts/bench_attention_torch.py --device "$device" "${arguments[@]}" | tee -a "$out/attention.jsonl" ||
+    torch_code=$?
+  [ "$torch_code" = 0 ] || { [ "$device" = cpu ] && [ "$torch_code" = 77 ]; } || failed=1
   python3 - "$out/attention.jsonl" <<'PY' || failed=1
 import json, sys
 lines = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
-key = lambda line: (line["batch"], line["seq"], line["heads"], line["head_size"])
+key = lambda line: (line["batch"], line["seq"], line["heads"], line.get("kv_heads", line["heads"]), line["head_size"])
 ours = {key(line): line for line in lines if line["implementation"] == "trainctl"}
-theirs = {key(line): line for line in lines if line["implementation"] == "pytorch_sdpa"}
+theirs = {}
+for line in lines:
+    if line["implementation"] == "pytorch_sdpa":
+        theirs.setdefault(key(line), []).append(line)
+milliseconds = lambda line: line["forward_ms"] + line["backward_ms"]
 for shape, line in ours.items():
-    peer = theirs.get(shape)
-    ratio = f"{peer['forward_ms'] + peer['backward_ms']:.3f} / {line['forward_ms'] + line['backward_ms']:.3f} ms = " \
-            f"{(peer['forward_ms'] + peer['backward_ms']) / (line['forward_ms'] + line['backward_ms']):.2f}x SDPA's speed" \
-            if peer else "no PyTorch line"
-    print(f"B {shape[0]} T {shape[1]} H {shape[2]} D {shape[3]}: trainctl {line['total_tflops']} TFLOP/s "
-          f"(forward {line['forward_tflops']}, backward {line['backward_tflops']}), bitwise rerun "
-          f"{line['bitwise_rerun']}; {ratio}")
+    peers = [f"{milliseconds(peer) / milliseconds(line):.2f}x the speed of {peer['implementation']}"
+             f"{' (' + peer['gqa'] + ')' if peer.get('gqa') else ''} ({milliseconds(line):.3f} vs "
+             f"{milliseconds(peer):.3f} ms)" for peer in theirs.get(shape, [])]
+    print(f"B {shape[0]} T {shape[1]} H {shape[2]} KV {shape[3]} D {shape[4]}: trainctl {line['total_tflops']} "
+          f"TFLOP/s (forward {line['forward_tflops']}, backward {line['backward_tflops']}), bitwise rerun "
+          f"{line['bitwise_rerun']}; " + ("; ".join(peers) or "no PyTorch line"))
 sys.exit(0 if ours and all(line["bitwise_rerun"] for line in ours.values()) else 1)
 PY
   return "$failed"

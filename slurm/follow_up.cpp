@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "config_reader.h"
+#include "run_record.h"
 
 namespace trainctl {
 
@@ -20,6 +21,8 @@ std::vector<FollowUpStep> parse_follow_ups(const toml::table& root, const std::s
     throw ConfigError(position_of(*node, file), "then",
                       "expected a list of follow-up steps, written [[then]] with kind = \"export\", \"evaluate\", "
                       "\"sample\" or \"command\"");
+  if (list->size() > static_cast<size_t>(kMaxFollowers))
+    throw ConfigError(position_of(*node, file), "then", fmt::format("at most {} follow-up steps", kMaxFollowers));
   for (size_t index = 0; index < list->size(); ++index) {
     const toml::table& table = *list->get(index)->as_table();
     TableReader reader(&table, fmt::format("then[{}]", index), file, position_of(table, file));
@@ -33,10 +36,12 @@ std::vector<FollowUpStep> parse_follow_ups(const toml::table& root, const std::s
       if (reader.has("checkpoint")) step.checkpoint = reader.integer("checkpoint", std::nullopt, 0);
     } else if (step.kind == "sample") {
       step.prompt = reader.string("prompt");
+      if (step.prompt.empty()) reader.fail("prompt", "is empty; sample continues a prompt of at least one byte");
       step.tokens = reader.integer("tokens", step.tokens, 1, kMaxSampleTokens);
     } else {
       step.command = reader.string_list("command");
       if (step.command.empty()) reader.fail("command", "is empty; give the program and its arguments");
+      if (step.command.front().empty()) reader.fail("command", "element 0, the program, is empty");
     }
     reader.reject_unknown();
     steps.push_back(std::move(step));

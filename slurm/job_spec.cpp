@@ -47,29 +47,6 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
   }
 }
 
-// The seconds of a SLURM time limit "M", "M:S", "H:M:S", "D-H", "D-H:M" or "D-H:M:S", capped at
-// kMaxTimeLimitSeconds + 1 so that no number of digits can overflow; nullopt for any other form.
-std::optional<int64_t> time_limit_seconds(std::string_view time) {
-  const size_t dash = time.find('-');
-  const bool has_days = dash != std::string_view::npos;
-  const std::vector<std::string_view> fields = split(has_days ? time.substr(dash + 1) : time, ':');
-  if (fields.size() > 3 || !std::all_of(fields.begin(), fields.end(), is_digits)) return std::nullopt;
-  if (has_days && !is_digits(time.substr(0, dash))) return std::nullopt;
-  constexpr int64_t kCap = kMaxTimeLimitSeconds + 1;
-  int64_t seconds = 0;
-  auto add = [&](std::string_view digits, int64_t unit) {
-    int64_t value = kCap;
-    if (std::from_chars(digits.data(), digits.data() + digits.size(), value).ec != std::errc{}) value = kCap;
-    seconds = std::min(kCap, seconds + std::min(value, kCap) * unit);
-  };
-  if (has_days) add(time.substr(0, dash), 86400);
-  // Without days the fields are [M], [M, S] or [H, M, S]; with days, [H], [H, M] or [H, M, S].
-  static constexpr int64_t kUnitsWithoutDays[3][3] = {{60}, {60, 1}, {3600, 60, 1}};
-  static constexpr int64_t kUnitsWithDays[3][3] = {{3600}, {3600, 60}, {3600, 60, 1}};
-  const auto& units = has_days ? kUnitsWithDays[fields.size() - 1] : kUnitsWithoutDays[fields.size() - 1];
-  for (size_t i = 0; i < fields.size(); ++i) add(fields[i], units[i]);
-  return seconds;
-}
 
 // What a value may hold, checked by plain loops (a regex would recurse per character and can
 // overflow the stack on a long value), after its length.
@@ -183,6 +160,28 @@ std::vector<std::string> parse_setup(TableReader& reader) {
 }
 
 }  // namespace
+
+std::optional<int64_t> time_limit_seconds(std::string_view time) {
+  const size_t dash = time.find('-');
+  const bool has_days = dash != std::string_view::npos;
+  const std::vector<std::string_view> fields = split(has_days ? time.substr(dash + 1) : time, ':');
+  if (fields.size() > 3 || !std::all_of(fields.begin(), fields.end(), is_digits)) return std::nullopt;
+  if (has_days && !is_digits(time.substr(0, dash))) return std::nullopt;
+  constexpr int64_t kCap = kMaxTimeLimitSeconds + 1;
+  int64_t seconds = 0;
+  auto add = [&](std::string_view digits, int64_t unit) {
+    int64_t value = kCap;
+    if (std::from_chars(digits.data(), digits.data() + digits.size(), value).ec != std::errc{}) value = kCap;
+    seconds = std::min(kCap, seconds + std::min(value, kCap) * unit);
+  };
+  if (has_days) add(time.substr(0, dash), 86400);
+  // Without days the fields are [M], [M, S] or [H, M, S]; with days, [H], [H, M] or [H, M, S].
+  static constexpr int64_t kUnitsWithoutDays[3][3] = {{60}, {60, 1}, {3600, 60, 1}};
+  static constexpr int64_t kUnitsWithDays[3][3] = {{3600}, {3600, 60}, {3600, 60, 1}};
+  const auto& units = has_days ? kUnitsWithDays[fields.size() - 1] : kUnitsWithoutDays[fields.size() - 1];
+  for (size_t i = 0; i < fields.size(); ++i) add(fields[i], units[i]);
+  return seconds;
+}
 
 JobSpec parse_job_spec(const toml::table& root, const std::string& file) {
   TableReader reader = TableReader::child(root, "job", file);

@@ -67,4 +67,9 @@ int64_t memory_bytes(std::string_view mem);
 // A time limit of `seconds` as SLURM writes one: "H:MM:SS", or "D-HH:MM:SS" from a day up.
 std::string slurm_time(int64_t seconds);
 
+// The seconds of a SLURM time limit "M", "M:S", "H:M:S", "D-H", "D-H:M" or "D-H:M:S" (job.time),
+// capped a second above the longest limit job.time takes, so that no number of digits can
+// overflow; nullopt for any other form.
+std::optional<int64_t> time_limit_seconds(std::string_view time);
+
 }  // namespace trainctl

@@ -188,6 +188,30 @@ rank_killed_by_signal() {
     END { if (found != "") print found }' "$log_file" 2>/dev/null
 }
 
+# One start of the ranks: their exit code in rc (for a [program], the first failed rank's, in
+# failed_rank, failed_by and failed_code), a hang in hung_*.
+start_ranks() {
+  hung_at=""
+  hung_rank="" hung_node="" hung_collective="" hung_step=""
+  bad_lines_before=$(cat "$bad_nodes_file" 2>/dev/null | wc -l)
+  rm -rf "$rank_exits_dir" "$rank_nodes_dir" "$hang_dir"
+  run_ranks
+  rc=$?
+  # A [program]'s ranks each record how their program ended and when (trainctl-launch). The first
+  # failure decides, not srun's code: after it, --kill-on-bad-exit terminates the other ranks, and
+  # srun reports their signal. A program's own exit code stays its own, even above 128.
+  failed_rank="" failed_by="" failed_code=""
+  if [ "$rc" -ne 0 ]; then
+    read -r failed_rank failed_by failed_code < <(for end in "$rank_exits_dir"/*; do
+        [ -f "$end" ] && echo "${end##*/} $(cat "$end")"
+      done | sort -n -k 4 | awk '$2 == "signal" || $3 != 0 { print $1, $2, $3; exit }')
+    case $failed_by in
+      signal) rc=$((128 + failed_code)) ;;
+      exit) rc=$failed_code ;;
+    esac
+  fi
+}
+
 start_step=$(read_count "$progress_file")
 # A run that ended without this script's word left "running" first: SLURM itself ended it and
 # requeued the job (a node failure). The nodes it ran on that SLURM now holds down are blamed.
@@ -206,29 +230,12 @@ echo "${SLURM_JOB_NODELIST:-}" > "$nodes_file"
 if [ -s "$bad_nodes_file" ]; then
   echo "trainctl: nodes blamed before: $(blamed_nodes_with_reasons)"
 fi
-hung_at=""
-hung_rank="" hung_node="" hung_collective="" hung_step=""
-bad_lines_before=$(cat "$bad_nodes_file" 2>/dev/null | wc -l)
-rm -rf "$rank_exits_dir" "$rank_nodes_dir" "$hang_dir"
-run_ranks
-rc=$?
-# A [program]'s ranks each record how their program ended and when (trainctl-launch). The first
-# failure decides, not srun's code: after it, --kill-on-bad-exit terminates the other ranks, and
-# srun reports their signal. A program's own exit code stays its own, even above 128.
-failed_rank="" failed_by="" failed_code=""
-if [ "$rc" -ne 0 ]; then
-  read -r failed_rank failed_by failed_code < <(for end in "$rank_exits_dir"/*; do
-      [ -f "$end" ] && echo "${end##*/} $(cat "$end")"
-    done | sort -n -k 4 | awk '$2 == "signal" || $3 != 0 { print $1, $2, $3; exit }')
-  case $failed_by in
-    signal) rc=$((128 + failed_code)) ;;
-    exit) rc=$failed_code ;;
-  esac
-fi
+)bash";
 
-# Completion needs the ranks' own word (completed.step): srun has been seen to exit 0 when a
-# step's launch aborted (a requeued job restarted while its previous step was still being torn
-# down).
+// The ranks started once, to the end of training. Completion needs the ranks' own word
+// (completed.step): srun has been seen to exit 0 when a step's launch aborted (a requeued job
+// restarted while its previous step was still being torn down).
+constexpr std::string_view kRanksToTheEnd = R"bash(start_ranks
 if [ "$rc" -eq 0 ] && [ -f "$completed_file" ]; then
   echo "trainctl: training complete"
   finish completed 0
@@ -237,7 +244,58 @@ if [ "$rc" -eq 0 ]; then
   echo "trainctl: srun exited 0 but the $ranks_run did not record completion; failing the job"
   finish "failed: incomplete" 1
 fi
-# The failure taxonomy. The ranks' own codes 1 and 2 (and any other below 128 but 75 and 76) are
+stop_if_not_finite() { :; }
+)bash";
+
+// [sweep.schedule]: the ranks started rung by rung, each start trained to its step budget
+// (TRAINCTL_BUDGET_STEPS). At each rung's end `trainctl sweep rung` records the trial's metric
+// under the sweep's lock and answers (cli/sweeps/rung_step.h): "train STEPS" on to the next rung
+// (in this job, at once), "stop K" (job.outcome says why; a later decision may submit the trial
+// again from there) or "complete". A failed start whose metric or loss went non-finite stops the
+// trial (stop_if_not_finite) instead of failing it. Reads the variables of kRunSection, scheduler
+// and task.
+constexpr std::string_view kRanksByRung = R"bash(rc=0
+rung_answer=$("$scheduler" sweep rung "$TRAINCTL_SWEEP_DIR" --task "$task") ||
+  finish "failed: trainctl sweep rung exited $?" 1
+while [ "${rung_answer%% *}" = train ]; do
+  export TRAINCTL_BUDGET_STEPS="${rung_answer#train }"
+  echo "trainctl: task $task trains to step $TRAINCTL_BUDGET_STEPS, its next rung"
+  start_ranks
+  [ "$rc" -eq 0 ] || break
+  rung_answer=$("$scheduler" sweep rung "$TRAINCTL_SWEEP_DIR" --task "$task" --reached "$TRAINCTL_BUDGET_STEPS") ||
+    finish "failed: trainctl sweep rung exited $?" 1
+  [ "$rung_answer" != "train $TRAINCTL_BUDGET_STEPS" ] || finish "failed: trainctl sweep rung answered \"$rung_answer\" again" 1
+done
+if [ "$rc" -eq 0 ]; then
+  case $rung_answer in
+    complete)
+      if [ -f "$completed_file" ]; then
+        echo "trainctl: training complete (the schedule's last rung)"
+        finish completed 0
+      fi
+      echo "trainctl: the $ranks_run reached the last rung but did not record completion; failing the job"
+      finish "failed: incomplete" 1
+      ;;
+    stop\ *)
+      echo "trainctl: $(head -n 1 "$outcome_file")"
+      exit 0
+      ;;
+    *) finish "failed: trainctl sweep rung answered \"$rung_answer\"" 1 ;;
+  esac
+fi
+stop_if_not_finite() {
+  local answer
+  answer=$("$scheduler" sweep rung "$TRAINCTL_SWEEP_DIR" --task "$task" --ranks-failed) || return 0
+  [ "${answer%% *}" = stop ] || return 0
+  echo "trainctl: $ranks_run failed with exit code $rc; $(head -n 1 "$outcome_file")"
+  exit 0
+}
+)bash";
+
+// After the ranks' start(s): requeue after a save on a signal or a rank killed by one, within
+// the guards; fail on the ranks' own failure. Reads the variables and functions of kRunSection
+// and stop_if_not_finite.
+constexpr std::string_view kRanksEnded = R"bash(# The failure taxonomy. The ranks' own codes 1 and 2 (and any other below 128 but 75 and 76) are
 # the user's to fix: requeuing would fail again. srun exits 128 + N when a rank was killed by
 # signal N (the OOM killer, a node going down, an operator): an infrastructure fault, which a
 # requeue resumes from the last checkpoint. 76 is the ranks' node check: a node is bad.
@@ -281,6 +339,7 @@ elif [ "$rc" -gt 128 ] && [ "$failed_by" != exit ]; then
 elif [ "$rc" -eq "$saved_requeue_code" ]; then
   ending="saved at step $end_step"
 else
+  stop_if_not_finite
   echo "trainctl: $ranks_run failed with exit code $rc"
   finish "failed: exit $rc" "$rc"
 fi
@@ -512,6 +571,14 @@ std::string render_batch_script(const JobSpec& job, const RenderInputs& inputs) 
   }
   script += "\n";
   script += kRunSection;
+  if (inputs.array && inputs.array->scheduler) {
+    script += fmt::format("\n# [sweep.schedule]: trainctl answers at each rung.\nscheduler={}\n",
+                          shell_quote(*inputs.array->scheduler));
+    script += kRanksByRung;
+  } else {
+    script += kRanksToTheEnd;
+  }
+  script += kRanksEnded;
   return script;
 }
 

@@ -23,6 +23,9 @@ namespace trainctl {
 struct ArrayTasks {
   std::vector<int64_t> tasks;
   std::optional<int64_t> max_parallel;  // array tasks running at once
+  // For a sweep with [sweep.schedule]: the absolute path of trainctl, which each task runs as
+  // `trainctl sweep rung SWEEP --task T` at its rungs and trains rung by rung as it answers.
+  std::optional<std::string> scheduler = std::nullopt;
 };
 
 // What srun starts on every slot, with --run-dir.

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "run_record.h"
+
 namespace trainctl {
 
 namespace {
@@ -128,6 +130,9 @@ std::string SlurmClient::submit(const std::string& script_path, const std::vecto
   std::string_view line = first_line(result.out);
   std::string_view job_id = line.substr(0, line.find(';'));
   if (job_id.empty()) throw SlurmError(fmt::format("sbatch --parsable {} printed no job id", script_path));
+  // It becomes the run's job_id file and other jobs' --dependency: nothing but a job id may.
+  if (!is_job_id(job_id))
+    throw SlurmError(fmt::format("sbatch --parsable {} printed {:?}, not a job id", script_path, line.substr(0, 64)));
   return std::string(job_id);
 }
 

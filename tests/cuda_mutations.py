@@ -14,7 +14,10 @@ schedules), classic GPU bugs in copies of kernels/cuda/'s sources:
     results off the CPU reference, and different bits under the two fiber schedules;
   - a shuffle reached by half a warp (the loss's row sum): a deadlock report naming the
     shuffle, the block and where each of its threads waits (the other half at the block's next
-    barrier).
+    barrier);
+  - grouped-query attention's query heads mapped to their key/value heads in the interleaved
+    order (h % kv_heads, repeat_interleave's) instead of Hugging Face's repeat_kv order
+    (h / (heads / kv_heads)): the grouped-query cases' out and gradients off the CPU reference.
 cuda_on_cpu (the implementation's own tests), mistakes in copies of its sources:
   - the bias added along D's columns instead of its rows (cublaslt.cpp): the BIAS epilogue's D
     is wrong (test_cuda_on_cpu's epilogues group);
@@ -70,8 +73,8 @@ KERNEL_MUTATIONS = [
             "  for (int64_t first_key = 0; first_key < key_end; first_key += kTile) {\n"
         ),
         "group": "attention",
-        "expect": ["[FAIL] attention f32 B=2 T=37 C=48 H=3 (d=16) out: worst",
-                   "[FAIL] attention f32 B=2 T=37 C=48 H=3 (d=16) out: differs under schedules in-order and reversed"],
+        "expect": ["[FAIL] attention f32 B=2 T=37 H=3 KV=3 (d=16) out: worst",
+                   "[FAIL] attention f32 B=2 T=37 H=3 KV=3 (d=16) out: differs under schedules in-order and reversed"],
     },
     {
         "name": "a shuffle reached by half a warp",
@@ -82,6 +85,16 @@ KERNEL_MUTATIONS = [
         "expect": ["cuda_on_cpu: deadlock in ", "softmax_cross_entropy_kernel", "block (0,0,0)",
                    "threads 0-15 (first (0,0,0), warp 0 lane 0): waits at __shfl_xor_sync(mask 0xffffffff)",
                    "threads 16-255 (first (16,0,0), warp 0 lane 16): waits at __syncthreads()"],
+    },
+    {
+        "name": "grouped-query heads mapped in the interleaved order",
+        "file": "kernels/cuda/attention.cu",
+        "old": "    const int kv = layout.kv_head(h);\n",
+        "new": "    const int kv = h % layout.kv_heads;\n",
+        "group": "attention_gqa",
+        "expect": ["[FAIL] attention f32 B=2 T=70 H=6 KV=2 (d=32) out: worst",
+                   "[FAIL] attention f32 B=2 T=70 H=6 KV=2 (d=32) grad_qkv: worst",
+                   "[FAIL] attention f32 B=1 T=65 H=4 KV=2 (d=128) out: worst"],
     },
 ]
 

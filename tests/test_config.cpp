@@ -182,11 +182,11 @@ TEST_CASE("a config path that is no regular file is bad input with a message of 
   // Opening a FIFO for reading would wait for a writer: this returns only if it is never opened.
   const std::string fifo = (dir.path() / "fifo.toml").string();
   REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
-  CHECK_THROWS_WITH_AS(trainctl::load_config(fifo), ("config " + fifo + " is not a regular file").c_str(),
+  CHECK_THROWS_WITH_AS(trainctl::load_config(fifo), ("config " + fifo + " is a FIFO, not a regular file").c_str(),
                        trainctl::BadInput);
   const std::string link = (dir.path() / "link.toml").string();
   fs::create_symlink(fifo, link);
-  CHECK_THROWS_WITH_AS(trainctl::load_config(link), ("config " + link + " is not a regular file").c_str(),
+  CHECK_THROWS_WITH_AS(trainctl::load_config(link), ("config " + link + " is a FIFO, not a regular file").c_str(),
                        trainctl::BadInput);
 }
 

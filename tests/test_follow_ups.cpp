@@ -35,7 +35,9 @@ std::string read_text(const fs::path& path) {
 }  // namespace
 
 TEST_CASE("[[then]] steps load with their defaults, in order") {
-  const trainctl::Config config = load_text(with_then(R"([[then]]
+  // The schema alone: what each step needs of the run it follows is checked with the whole config.
+  const std::vector<trainctl::FollowUpStep> steps = trainctl::parse_follow_ups(trainctl::parse_config_text(R"(
+[[then]]
 kind = "export"
 
 [[then]]
@@ -49,19 +51,19 @@ prompt = "Once"
 [[then]]
 kind = "command"
 command = ["python3", "report.py"]
-)"));
-  REQUIRE(config.follow_ups.size() == 4);
-  CHECK(config.follow_ups[0].kind == "export");
-  CHECK(config.follow_ups[0].out == "export");
-  CHECK(config.follow_ups[1].checkpoint == 40);
-  CHECK(config.follow_ups[2].tokens == 100);
-  CHECK(trainctl::follow_up_argv(config.follow_ups[0], "/bin/trainctl", "/runs/a") ==
+)", "then.toml"), "then.toml");
+  REQUIRE(steps.size() == 4);
+  CHECK(steps[0].kind == "export");
+  CHECK(steps[0].out == "export");
+  CHECK(steps[1].checkpoint == 40);
+  CHECK(steps[2].tokens == 100);
+  CHECK(trainctl::follow_up_argv(steps[0], "/bin/trainctl", "/runs/a") ==
         std::vector<std::string>{"/bin/trainctl", "export", "/runs/a", "--out", "/runs/a/export"});
-  CHECK(trainctl::follow_up_argv(config.follow_ups[1], "/bin/trainctl", "/runs/a") ==
+  CHECK(trainctl::follow_up_argv(steps[1], "/bin/trainctl", "/runs/a") ==
         std::vector<std::string>{"/bin/trainctl", "eval", "/runs/a", "--ckpt", "40"});
-  CHECK(trainctl::follow_up_argv(config.follow_ups[2], "/bin/trainctl", "/runs/a") ==
+  CHECK(trainctl::follow_up_argv(steps[2], "/bin/trainctl", "/runs/a") ==
         std::vector<std::string>{"/bin/trainctl", "sample", "/runs/a", "--prompt", "Once", "--tokens", "100"});
-  CHECK(trainctl::follow_up_argv(config.follow_ups[3], "/bin/trainctl", "/runs/a") ==
+  CHECK(trainctl::follow_up_argv(steps[3], "/bin/trainctl", "/runs/a") ==
         std::vector<std::string>{"python3", "report.py"});
 }
 
@@ -148,7 +150,7 @@ TEST_CASE("--after takes a job id with a condition; anything else that is no run
         std::vector<std::string>{"--dependency=afterok:4711", "--kill-on-invalid-dep=yes"});
   CHECK_THROWS_WITH_AS(trainctl::parse_predecessor("/nonexistent/run:ok"),
                        "--after /nonexistent/run:ok: /nonexistent/run is neither a run directory, a sweep directory "
-                       "nor a job id (write RUN, RUN:ok or RUN:any)",
+                       "nor a job id (digits, or an array task's JOB_TASK; write RUN, RUN:ok or RUN:any)",
                        trainctl::UsageError);
 }
 

@@ -147,12 +147,12 @@ name = "two words"
 TEST_CASE("bad [program] input: exact messages naming file, line and key") {
   CHECK(load_error(with_command(R"(command = ["python3", "--lr={params.lrr}"])")) ==
         "FILE:5:23: program.command: element 1 (\"--lr={params.lrr}\"): unknown placeholder {params.lrr} (did you "
-        "mean {params.lr}?); the placeholders are {run_dir}, {checkpoint_dir} and {params.NAME} for a key NAME of "
-        "[params]; write {{ and }} for literal braces");
+        "mean {params.lr}?); the placeholders are {run_dir}, {checkpoint_dir}, {params.NAME} for a key NAME of "
+        "[params] and, in a sweep with [sweep.schedule], {budget.steps}; write {{ and }} for literal braces");
   CHECK(load_error(with_command(R"(command = ["python3", "{rundir}"])")) ==
         "FILE:5:23: program.command: element 1 (\"{rundir}\"): unknown placeholder {rundir} (did you mean {run_dir}?); "
-        "the placeholders are {run_dir}, {checkpoint_dir} and {params.NAME} for a key NAME of [params]; write {{ and }} "
-        "for literal braces");
+        "the placeholders are {run_dir}, {checkpoint_dir}, {params.NAME} for a key NAME of [params] and, in a sweep "
+        "with [sweep.schedule], {budget.steps}; write {{ and }} for literal braces");
   CHECK(load_error(with_command(R"(command = ["python3", "--x={oops"])")) ==
         "FILE:5:23: program.command: element 1 (\"--x={oops\"): \"{\" opens a placeholder that is never closed; write "
         "{{ for a literal brace");

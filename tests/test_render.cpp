@@ -4,8 +4,9 @@
 // 2 does not) and its record in job.outcome, the run directory's file names taken from
 // common/run_layout.h, `bash -n` on rendered scripts, a sweep's job-array script: its header,
 // and each array task finding its own run directory, recording itself there and requeuing only
-// itself; and, with [notify], `trainctl notify` run once per event on every path that ends a run
-// of the script, passed nothing but the run directory, the event and the job.
+// itself; with [notify], `trainctl notify` run once per event on every path that ends a run of
+// the script, passed nothing but the run directory, the event and the job; and a scheduled
+// sweep's task training rung by rung as `trainctl sweep rung` answers.
 #include <doctest/doctest.h>
 
 #include <stdlib.h>
@@ -86,7 +87,10 @@ void write_executable(const fs::path& path, const std::string& text) {
 // exits 128 + the signal, as bash does), writes completed.step when it exits 0 (unless
 // FAKE_INCOMPLETE is set), and exits with FAKE_RC. After notify(), the scripts tell of events
 // through a fake trainctl that records its arguments in notify.calls, noting a call made after
-// scontrol's first, says a line and exits with FAKE_NOTIFY_RC.
+// scontrol's first, says a line and exits with FAKE_NOTIFY_RC. A scheduled sweep's scripts ask a
+// fake `trainctl sweep rung` that records its arguments in rung.calls and gives the Nth call the
+// Nth of FAKE_RUNG_ANSWERS (';'-separated; none: it fails), writing job.outcome for a stop as
+// trainctl does.
 class Sandbox {
  public:
   Sandbox() {
@@ -142,6 +146,13 @@ class Sandbox {
                      "if [ -n \"${FAKE_SIGNAL:-}\" ]; then kill -s \"$FAKE_SIGNAL\" $$; fi\n"
                      "if [ \"${FAKE_RC:-0}\" = 0 ] && [ -z \"${FAKE_INCOMPLETE:-}\" ]; then echo 40 > \"$2/completed.step\"; fi\n"
                      "exit \"${FAKE_RC:-0}\"\n");
+    write_executable(root_ / "scheduler",
+                     "#!/bin/sh\n"
+                     "echo \"$*\" >> '" + path("rung.calls") + "'\n"
+                     "answer=$(printf '%s' \"$FAKE_RUNG_ANSWERS\" | awk -F ';' -v n=\"$(wc -l < '" + path("rung.calls") + "')\" '{ print $n }')\n"
+                     "[ -n \"$answer\" ] || exit 1\n"
+                     "case $answer in stop*) echo \"stopped at rung ${answer#stop } (fake)\" > \"$TRAINCTL_RUN_DIR/job.outcome\" ;; esac\n"
+                     "echo \"$answer\"\n");
     write_executable(root_ / "notifier",
                      "#!/bin/sh\n"
                      "if [ -e '" + path("scontrol.calls") + "' ]; then after=' (after scontrol)'; else after=''; fi\n"
@@ -201,6 +212,13 @@ class Sandbox {
 JobSpec named_job() {
   JobSpec job;
   job.name = "mlp";
+  return job;
+}
+
+// A job without the hang watchdog, whose script does not poll the heartbeat: quicker to run.
+JobSpec unwatched_job() {
+  JobSpec job = named_job();
+  job.hang_timeout = 0;
   return job;
 }
 
@@ -926,4 +944,84 @@ TEST_CASE("an array task tells of its events from its own run directory, as <arr
   CHECK(result.exit_code == 0);
   CHECK(read_text(sandbox.path("notify.calls")) == "notify " + sandbox.task_dir(7) + " --event completed --job 55_1\n");
   CHECK(read_text(sandbox.task_dir(7) + "/logs/slurm-55_1.out").ends_with("\nfake trainctl notify completed\n"));
+}
+
+TEST_CASE("a scheduled task trains rung by rung as `trainctl sweep rung` answers, and stops where it says") {
+  Sandbox sandbox;
+  const ArrayTasks scheduled{{3, 7, 12}, 2, sandbox.path("scheduler")};
+  const std::vector<std::string> task_1{"SLURM_ARRAY_JOB_ID=55", "SLURM_ARRAY_TASK_ID=1", "SLURM_JOB_ID=56"};
+  const auto with = [&](std::vector<std::string> env) {
+    env.insert(env.end(), task_1.begin(), task_1.end());
+    return env;
+  };
+  const std::string sweep = sandbox.sweep_dir();
+  const std::string log = sandbox.task_dir(7) + "/logs/slurm-55_1.out";
+  CommandResult result = sandbox.run_array(unwatched_job(), scheduled, with({"FAKE_RUNG_ANSWERS=train 10;train 30;stop 1"}));
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK(read_text(sandbox.path("rung.calls")) == "sweep rung " + sweep + " --task 7\nsweep rung " + sweep +
+                                                     " --task 7 --reached 10\nsweep rung " + sweep +
+                                                     " --task 7 --reached 30\n");
+  CHECK(read_text(log).find("\ntrainctl: task 7 trains to step 10, its next rung\n") != std::string::npos);
+  CHECK(read_text(log).ends_with("\ntrainctl: task 7 trains to step 30, its next rung\n"
+                                 "trainctl: stopped at rung 1 (fake)\n"));
+  CHECK(read_text(sandbox.task_dir(7) + "/job.outcome") == "stopped at rung 1 (fake)\n");
+
+  // The last rung: the ranks' completion is the job's.
+  fs::remove(sandbox.path("rung.calls"));
+  result = sandbox.run_array(unwatched_job(), scheduled, with({"FAKE_RUNG_ANSWERS=train 90;complete"}));
+  CHECK(result.exit_code == 0);
+  CHECK(read_text(sandbox.task_dir(7) + "/job.outcome") == "completed\n");
+  // Without completed.step it is no completion.
+  fs::remove(sandbox.path("rung.calls"));
+  fs::remove(sandbox.task_dir(7) + "/completed.step");
+  result = sandbox.run_array(unwatched_job(), scheduled, with({"FAKE_RUNG_ANSWERS=train 90;complete", "FAKE_INCOMPLETE=1"}));
+  CHECK(result.exit_code == 1);
+  CHECK(read_text(sandbox.task_dir(7) + "/job.outcome") == "failed: incomplete\n");
+  // Stopped before a start: nothing runs.
+  fs::remove(sandbox.path("rung.calls"));
+  fs::remove(sandbox.path("srun.args"));
+  result = sandbox.run_array(unwatched_job(), scheduled, with({"FAKE_RUNG_ANSWERS=stop 0"}));
+  CHECK(result.exit_code == 0);
+  CHECK_FALSE(fs::exists(sandbox.path("srun.args")));
+  // A decision that cannot be taken fails the task.
+  fs::remove(sandbox.path("rung.calls"));
+  result = sandbox.run_array(unwatched_job(), scheduled, with({"FAKE_RUNG_ANSWERS=train 10"}));
+  CHECK(result.exit_code == 1);
+  CHECK(read_text(sandbox.task_dir(7) + "/job.outcome") == "failed: trainctl sweep rung exited 1\n");
+  // A budget reached and asked for again would loop: it fails the task.
+  fs::remove(sandbox.path("rung.calls"));
+  result = sandbox.run_array(unwatched_job(), scheduled, with({"FAKE_RUNG_ANSWERS=train 10;train 10"}));
+  CHECK(result.exit_code == 1);
+  CHECK(read_text(sandbox.task_dir(7) + "/job.outcome") == "failed: trainctl sweep rung answered \"train 10\" again\n");
+}
+
+TEST_CASE("a scheduled task whose ranks failed asks whether its metric went non-finite: then it stops") {
+  Sandbox sandbox;
+  const ArrayTasks scheduled{{3, 7, 12}, 2, sandbox.path("scheduler")};
+  CommandResult result =
+      sandbox.run_array(unwatched_job(), scheduled,
+                        {"FAKE_RUNG_ANSWERS=train 10;stop 0", "FAKE_RC=1", "SLURM_ARRAY_JOB_ID=55",
+                         "SLURM_ARRAY_TASK_ID=1", "SLURM_JOB_ID=56"});
+  INFO("stdout: " << result.out << "\nstderr: " << result.err);
+  CHECK(result.exit_code == 0);
+  const std::string sweep = sandbox.sweep_dir();
+  CHECK(read_text(sandbox.path("rung.calls")) ==
+        "sweep rung " + sweep + " --task 7\nsweep rung " + sweep + " --task 7 --ranks-failed\n");
+  CHECK(read_text(sandbox.task_dir(7) + "/logs/slurm-55_1.out")
+            .ends_with("\ntrainctl: runtime failed with exit code 1; stopped at rung 0 (fake)\n"));
+  // Not a non-finite metric: the failure stands.
+  fs::remove(sandbox.path("rung.calls"));
+  result = sandbox.run_array(unwatched_job(), scheduled,
+                             {"FAKE_RUNG_ANSWERS=train 10;failed", "FAKE_RC=1", "SLURM_ARRAY_JOB_ID=55",
+                              "SLURM_ARRAY_TASK_ID=1", "SLURM_JOB_ID=56"});
+  CHECK(result.exit_code == 1);
+  CHECK(read_text(sandbox.task_dir(7) + "/job.outcome") == "failed: exit 1\n");
+  // A save after a signal requeues, as in any job: the next start asks again.
+  fs::remove(sandbox.path("rung.calls"));
+  result = sandbox.run_array(unwatched_job(), scheduled,
+                             {"FAKE_RUNG_ANSWERS=train 10", "FAKE_RC=75", "FAKE_STEP=4", "SLURM_ARRAY_JOB_ID=55",
+                              "SLURM_ARRAY_TASK_ID=1", "SLURM_JOB_ID=56"});
+  CHECK(result.exit_code == 0);
+  CHECK(read_text(sandbox.path("scontrol.calls")) == "requeue 55_1\n");
 }

@@ -139,6 +139,10 @@ TEST_CASE("a failed sbatch raises SlurmError with sbatch's stderr") {
                        SlurmError);
   CHECK_THROWS_WITH_AS(slurm.submit("/runs/b/job.sbatch"), "sbatch --parsable /runs/b/job.sbatch printed no job id",
                        SlurmError);
+  runner.reply({"sbatch", "--parsable", "/runs/c/job.sbatch"}, {0, "Submitted batch job 12\n", ""});
+  CHECK_THROWS_WITH_AS(slurm.submit("/runs/c/job.sbatch"),
+                       R"(sbatch --parsable /runs/c/job.sbatch printed "Submitted batch job 12", not a job id)",
+                       SlurmError);
 }
 
 TEST_CASE("job() reads a running job from scontrol show job -o") {

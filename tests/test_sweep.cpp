@@ -432,7 +432,7 @@ SweepManifest sample_manifest(std::optional<int64_t> max_parallel) {
                     SweepTask{1, toml::array{0.035, 32, "it's \"quoted\"", toml::array{128}}}};
   manifest.arrays = {{"143", {0, 1}, "arrays/array-0.sbatch", "submit", "", "2026-11-22T03:40:01Z"},
                      {"150", {1}, "arrays/array-1.sbatch", "resubmit --failed", "143", "2026-11-22T04:12:30Z"},
-                     {"", {0}, "arrays/array-2.sbatch", "resubmit --failed", "", "2026-11-22T04:13:00Z"}};
+                     {"151", {0}, "arrays/array-2.sbatch", "resubmit --failed", "", "2026-11-22T04:13:00Z"}};
   return manifest;
 }
 
@@ -539,6 +539,8 @@ TEST_CASE("a corrupt manifest is a ConfigError at the offending key") {
         R"(manifest.toml:14:10: tasks[1].params: no value for "model.hidden")");
   CHECK(manifest_error(corrupted("index = 1", "index = 2")) ==
         "manifest.toml:13:9: tasks[1].index: expected 1: tasks are listed in order");
+  CHECK(manifest_error(corrupted(R"(job_id = "143")", R"(job_id = "143 --wrap=rm")")) ==
+        R"(manifest.toml:17:10: arrays[0].job_id: "143 --wrap=rm" is no SLURM job id)");
   CHECK(manifest_error(corrupted("tasks = [0, 1]", "tasks = [0, 2]")) ==
         "manifest.toml:18:9: arrays[0].tasks: task 2 is not in the sweep");
   CHECK(manifest_error(corrupted("format = 1", "format = 2")) ==

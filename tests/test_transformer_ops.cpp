@@ -1,5 +1,6 @@
 // Tests for the CPU reference's transformer ops (kernels/cpu/): embedding, LayerNorm (with the
-// residual add fused in), causal attention, tanh GELU (activation_forward with kGeluTanh), the
+// residual add fused in), causal attention (multi-head, and grouped-query with each key/value head
+// shared by a group of query heads), tanh GELU (activation_forward with kGeluTanh), the
 // residual add, and cross-entropy over a vocabulary of 256 with one row per token, in place over
 // the logits. Each forward is compared with a double-precision evaluation of its definition, and
 // each backward with central finite differences of the scalar loss L = sum(out * w) for fixed
@@ -262,82 +263,94 @@ TEST_CASE("layernorm: forward normalizes each row and saves mean and rstd; backw
 
 namespace {
 
-// Causal attention by its definition, in double: out and the log-sum-exp of each row.
-void reference_attention(const std::vector<float>& qkv, std::vector<double>& out, std::vector<double>& lse) {
-  const int64_t head_size = kChannels / kHeads;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(head_size));
-  out.assign(kRows * kChannels, 0.0);
-  lse.assign(kBatch * kHeads * kSeq, 0.0);
-  auto at = [&](int64_t b, int64_t t, int64_t part, int64_t h, int64_t c) {
-    return static_cast<double>(qkv[(b * kSeq + t) * 3 * kChannels + part * kChannels + h * head_size + c]);
+// The attention test's shapes: multi-head (GPT-2's kind, 2 heads of 4), and grouped-query (Llama's
+// kind: 6 query heads in 2 groups of 3, each group's key/value head shared).
+constexpr trainctl::AttentionShape kMultiHead{kBatch, kSeq, kHeads, kHeads, kChannels / kHeads};
+constexpr trainctl::AttentionShape kGroupedQuery{kBatch, kSeq, 6, 2, 4};
+
+// Causal attention by its definition, in double: out and the log-sum-exp of each row, query head
+// h reading key/value head h / (heads / kv_heads).
+void reference_attention(const std::vector<float>& qkv, const trainctl::AttentionShape& shape,
+                         std::vector<double>& out, std::vector<double>& lse) {
+  const int64_t size = shape.head_size, group = shape.heads / shape.kv_heads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(size));
+  out.assign(shape.batch * shape.seq * shape.out_width(), 0.0);
+  lse.assign(shape.batch * shape.heads * shape.seq, 0.0);
+  // Column c of head `head` of sequence b, position t, where head counts the query heads, then
+  // the key heads, then the value heads.
+  auto at = [&](int64_t b, int64_t t, int64_t head, int64_t c) {
+    return static_cast<double>(qkv[(b * shape.seq + t) * shape.qkv_width() + head * size + c]);
   };
-  for (int64_t b = 0; b < kBatch; ++b)
-    for (int64_t h = 0; h < kHeads; ++h)
-      for (int64_t i = 0; i < kSeq; ++i) {
+  for (int64_t b = 0; b < shape.batch; ++b)
+    for (int64_t h = 0; h < shape.heads; ++h) {
+      const int64_t key_head = shape.heads + h / group, value_head = key_head + shape.kv_heads;
+      for (int64_t i = 0; i < shape.seq; ++i) {
         std::vector<double> scores(i + 1);
         for (int64_t j = 0; j <= i; ++j)
-          for (int64_t c = 0; c < head_size; ++c) scores[j] += at(b, i, 0, h, c) * at(b, j, 1, h, c) * scale;
+          for (int64_t c = 0; c < size; ++c) scores[j] += at(b, i, h, c) * at(b, j, key_head, c) * scale;
         double sum = 0.0;
         for (const double score : scores) sum += std::exp(score);
-        lse[(b * kHeads + h) * kSeq + i] = std::log(sum);
+        lse[(b * shape.heads + h) * shape.seq + i] = std::log(sum);
         for (int64_t j = 0; j <= i; ++j)
-          for (int64_t c = 0; c < head_size; ++c)
-            out[(b * kSeq + i) * kChannels + h * head_size + c] += std::exp(scores[j]) / sum * at(b, j, 2, h, c);
+          for (int64_t c = 0; c < size; ++c)
+            out[(b * shape.seq + i) * shape.out_width() + h * size + c] +=
+                std::exp(scores[j]) / sum * at(b, j, value_head, c);
       }
+    }
 }
 
-}  // namespace
-
-TEST_CASE("causal attention: forward against its definition, backward in q, k and v, and causality") {
-  std::vector<float> qkv = random_values(kRows * 3 * kChannels, 20, 1.5f);
-  const std::vector<float> weights = random_values(kRows * kChannels, 21);
-  std::vector<float> lse(kBatch * kHeads * kSeq);
+// Forward against the definition, backward against finite differences, bf16 as f32 rounded once,
+// and causality.
+void test_attention(const trainctl::AttentionShape& shape) {
+  const int64_t qkv_width = shape.qkv_width(), out_width = shape.out_width();
+  std::vector<float> qkv = random_values(kRows * qkv_width, 20, 1.5f);
+  const std::vector<float> weights = random_values(kRows * out_width, 21);
+  std::vector<float> lse(kBatch * shape.heads * kSeq);
   auto forward = [&](const std::vector<float>& input) {
-    std::vector<float> out(kRows * kChannels);
-    cpu().attention->attention_forward(kStream, out.data(), lse.data(), input.data(), kBatch, kSeq, kChannels,
-                                       kHeads);
+    std::vector<float> out(kRows * out_width);
+    cpu().attention->attention_forward(kStream, out.data(), lse.data(), input.data(), shape);
     return out;
   };
   SUBCASE("bf16: computed in float on the widened tensors, each result rounded once") {
     const std::vector<float> qkv_values = rounded(qkv), weight_values = rounded(weights);
     const std::vector<Bf16> qkv_bf16 = to_bf16(qkv), weights_bf16 = to_bf16(weights);
-    std::vector<Bf16> out_bf16(kRows * kChannels), grad_bf16(qkv.size());
+    std::vector<Bf16> out_bf16(kRows * out_width), grad_bf16(qkv.size());
     std::vector<float> lse_bf16(lse.size());
-    cpu().attention->attention_forward(kStream, out_bf16.data(), lse_bf16.data(), qkv_bf16.data(), kBatch, kSeq,
-                                       kChannels, kHeads);
+    cpu().attention->attention_forward(kStream, out_bf16.data(), lse_bf16.data(), qkv_bf16.data(), shape);
     const std::vector<float> out_f32 = forward(qkv_values);
     CHECK(to_floats(out_bf16) == rounded(out_f32));
     CHECK(lse_bf16 == lse);
     cpu().attention->attention_backward(kStream, grad_bf16.data(), weights_bf16.data(), qkv_bf16.data(),
-                                        out_bf16.data(), lse.data(), kBatch, kSeq, kChannels, kHeads);
+                                        out_bf16.data(), lse.data(), shape);
     std::vector<float> grad_f32(qkv.size());
     const std::vector<float> out_values = to_floats(out_bf16);
     cpu().attention->attention_backward(kStream, grad_f32.data(), weight_values.data(), qkv_values.data(),
-                                        out_values.data(), lse.data(), kBatch, kSeq, kChannels, kHeads);
+                                        out_values.data(), lse.data(), shape);
     CHECK(to_floats(grad_bf16) == rounded(grad_f32));
   }
   std::vector<double> expected, expected_lse;
-  reference_attention(qkv, expected, expected_lse);
+  reference_attention(qkv, shape, expected, expected_lse);
   const std::vector<float> out = forward(qkv);
-  check_close("attention forward", out, expected, {1e-6, 1e-5});
-  check_close("attention lse", lse, expected_lse, {1e-6, 1e-6});
+  const std::string name = fmt::format("attention ({} heads, {} key/value heads)", shape.heads, shape.kv_heads);
+  check_close(name + " forward", out, expected, {1e-6, 1e-5});
+  check_close(name + " lse", lse, expected_lse, {1e-6, 1e-6});
 
   // Starts from garbage: grad_qkv is overwritten.
   std::vector<float> grad_qkv = random_values(qkv.size(), 22, 100.0f);
   cpu().attention->attention_backward(kStream, grad_qkv.data(), weights.data(), qkv.data(), out.data(), lse.data(),
-                                      kBatch, kSeq, kChannels, kHeads);
-  check_gradient("attention qkv", qkv, grad_qkv, [&] { return weighted_sum(forward(qkv), weights); },
+                                      shape);
+  check_gradient(name + " qkv", qkv, grad_qkv, [&] { return weighted_sum(forward(qkv), weights); },
                  kFiniteDifferences);
 
   // A later token's k and v do not reach an earlier output; they do reach their own row.
   const int64_t later = 3;
   std::vector<float> changed = qkv;
-  for (int64_t c = kChannels; c < 3 * kChannels; ++c) changed[later * 3 * kChannels + c] += 0.5f;
+  for (int64_t c = shape.heads * shape.head_size; c < qkv_width; ++c) changed[later * qkv_width + c] += 0.5f;
   const std::vector<float> changed_out = forward(changed);
   for (int64_t t = 0; t < kSeq; ++t) {
     CAPTURE(t);
     const auto row = [&](const std::vector<float>& values) {
-      return std::vector<float>(values.begin() + t * kChannels, values.begin() + (t + 1) * kChannels);
+      return std::vector<float>(values.begin() + t * out_width, values.begin() + (t + 1) * out_width);
     };
     if (t < later)
       CHECK(row(changed_out) == row(out));
@@ -345,8 +358,18 @@ TEST_CASE("causal attention: forward against its definition, backward in q, k an
       CHECK(row(changed_out) != row(out));
   }
   // The other sequence of the batch is untouched.
-  CHECK(std::vector<float>(changed_out.begin() + kSeq * kChannels, changed_out.end()) ==
-        std::vector<float>(out.begin() + kSeq * kChannels, out.end()));
+  CHECK(std::vector<float>(changed_out.begin() + kSeq * out_width, changed_out.end()) ==
+        std::vector<float>(out.begin() + kSeq * out_width, out.end()));
+}
+
+}  // namespace
+
+TEST_CASE("causal multi-head attention: forward against its definition, backward in q, k and v, and causality") {
+  test_attention(kMultiHead);
+}
+
+TEST_CASE("grouped-query attention: each key/value head shared by its group, its gradient summed over it") {
+  test_attention(kGroupedQuery);
 }
 
 TEST_CASE("tanh GELU: activation_forward with kGeluTanh, in place or not, its backward, and in bf16") {

@@ -41,6 +41,7 @@ void add_notify_command(CLI::App& app) {
     const std::optional<std::string> job = options->job.empty() ? std::nullopt : std::optional(options->job);
     const std::string message = notification_message(notification_record(run_dir, event, job), notify->format);
     if (options->print) {
+      fmt::print(stderr, "trainctl: notify {}: would send to {}\n", event, printable(notify->destination()));
       fmt::print("{}", message);
       return;
     }

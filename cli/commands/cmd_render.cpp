@@ -1,6 +1,6 @@
 // trainctl render CONFIG [-o FILE]: prints the batch script submit would write; no side effects.
 // A config whose job.mem cannot hold its estimated memory is refused, as submit refuses it.
-// For a sweep: every array's script, and the task list on stderr.
+// For a sweep: every array's script, and the task list (with a schedule, its rungs and budget) on stderr.
 #include <fstream>
 
 #include <fmt/format.h>
@@ -12,6 +12,7 @@
 #include "render.h"
 #include "runs/run_dir.h"
 #include "slurm_client.h"
+#include "sweeps/sweep_schedule.h"
 #include "sweeps/sweep_submit.h"
 
 namespace trainctl {
@@ -38,9 +39,11 @@ std::string sweep_preview(const Config& config, const std::string& directory) {
     tasks.push_back(task.index);
     fmt::print(stderr, "task {}: {}\n", task.index, describe_task(plan.manifest.parameters, task.values));
   }
-  const std::vector<ArrayScript> scripts =
-      sweep_scripts(config.job, rank_command(config.table), notifier_executable(config.table), SweepDir(directory),
-                    tasks, plan.manifest.max_parallel, max_array_size);
+  if (config.sweep->schedule)
+    fmt::print(stderr, "{}", schedule_summary(*config.sweep->schedule, static_cast<int64_t>(tasks.size()), config.job));
+  const std::vector<ArrayScript> scripts = sweep_scripts(config.job, rank_command(config.table),
+                                                         notifier_executable(config.table), SweepDir(directory),
+                                                         plan.manifest, tasks, max_array_size);
   std::string text;
   for (size_t k = 0; k < scripts.size(); ++k) {
     if (scripts.size() > 1)

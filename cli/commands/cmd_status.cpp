@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "config_reader.h"
 #include "errors.h"
 #include "loss_plot.h"
 #include "runs/run_status.h"
@@ -29,6 +30,10 @@ std::string shown_path(const std::string& path) {
 std::string optional_text(const std::optional<double>& value) {
   return value ? fmt::format("{:.4f}", *value) : "-";
 }
+
+// A line of the table or under it, with the control characters that run files may hold (run.json,
+// job.outcome, the metrics of a [program]) escaped, as `trainctl logs` shows them.
+void print_line(const std::string& line) { fmt::print("{}\n", printable(line)); }
 }  // namespace
 
 void add_status_command(CLI::App& app) {
@@ -55,22 +60,21 @@ void add_status_command(CLI::App& app) {
       fmt::print("{}", json_records_text(records));
       return;
     }
-    fmt::print("{:<32} {:>8} {:<10} {:>8} {:>8} {:>10} {:>10}  {}\n", "RUN", "JOB", "STATE", "REQUEUES", "STEP", "LOSS",
-               "VAL_LOSS", "NOTE");
-    for (const RunStatus& status : statuses) {
-      fmt::print("{:<32} {:>8} {:<10} {:>8} {:>8} {:>10} {:>10}  {}\n", shown_path(status.run_dir), status.job_id,
-                 status.state,
-                 status.restarts, status.step ? std::to_string(*status.step) : "-", optional_text(status.loss),
-                 optional_text(status.val_loss), status_note(status));
-    }
+    constexpr std::string_view kRow = "{:<32} {:>8} {:<10} {:>8} {:>8} {:>10} {:>10}  {}";
+    print_line(fmt::format(kRow, "RUN", "JOB", "STATE", "REQUEUES", "STEP", "LOSS", "VAL_LOSS", "NOTE"));
+    for (const RunStatus& status : statuses)
+      print_line(fmt::format(kRow, shown_path(status.run_dir), status.job_id, status.state, status.restarts,
+                             status.step ? std::to_string(*status.step) : "-", optional_text(status.loss),
+                             optional_text(status.val_loss), status_note(status)));
     for (const RunStatus& status : statuses) {
       const std::string prefix = statuses.size() == 1 ? "" : shown_path(status.run_dir) + ": ";
       if (!status.excluded_nodes.empty())
-        fmt::print("{}excluded nodes: {}\n", prefix, excluded_nodes_text(status.excluded_nodes));
+        print_line(fmt::format("{}excluded nodes: {}", prefix, excluded_nodes_text(status.excluded_nodes)));
       if (status.submission && status.submission->code && status.submission->code->commit)
-        fmt::print("{}code: {} at {}{}\n", prefix, status.submission->code->source, *status.submission->code->commit,
-                   status.submission->code->dirty ? " with uncommitted changes" : "");
-      if (!status.followers.empty()) fmt::print("{}then: {}\n", prefix, followers_text(status.followers));
+        print_line(fmt::format("{}code: {} at {}{}", prefix, status.submission->code->source,
+                               *status.submission->code->commit,
+                               status.submission->code->dirty ? " with uncommitted changes" : ""));
+      if (!status.followers.empty()) print_line(fmt::format("{}then: {}", prefix, followers_text(status.followers)));
     }
     if (!statuses.empty())
       fmt::print("{}\n", loss_plot_hint(statuses.size() == 1 ? shown_path(statuses.front().run_dir) : "RUN"));

@@ -9,6 +9,7 @@
 #include "config_file.h"
 #include "estimate/memory_estimate.h"
 #include "preflight.h"
+#include "runs/code_snapshot.h"
 #include "sweeps/sweep_submit.h"
 
 namespace trainctl {
@@ -20,7 +21,10 @@ void add_validate_command(CLI::App& app) {
   const auto no_preflight = add_no_preflight_flag(*command);
   command->callback([config_path, no_preflight] {
     const Config config = load_config(*config_path);
-    if (!*no_preflight) preflight_data(config);
+    if (!*no_preflight) {
+      preflight_data(config);
+      plan_config_snapshot(config);  // what submit would copy of a [program]'s code, refused as submit refuses it
+    }
     check_memory_fits(config, !*no_preflight);
     const std::string job = fmt::format("{}: valid: job \"{}\" with {} node(s) x {} rank(s)", *config_path,
                                         config.job.name, config.job.nodes, config.job.ranks_per_node);
@@ -45,6 +49,8 @@ void add_validate_command(CLI::App& app) {
     const size_t tasks = check_sweep_tasks(config);
     fmt::print("sweep: {} tasks over {}{}\n", tasks, fmt::join(config.sweep->paths(), ", "),
                config.sweep->max_parallel ? fmt::format(", at most {} at once", *config.sweep->max_parallel) : "");
+    if (config.sweep->schedule)
+      fmt::print("{}", schedule_summary(*config.sweep->schedule, static_cast<int64_t>(tasks), config.job));
   });
 }
 

@@ -32,6 +32,7 @@ constexpr int kInset = 6;  // between the frame and the data, so that markers at
 constexpr int kLegendPadding = 8;
 constexpr int kSwatchWidth = 26;
 constexpr double kFadedAlpha = 0.5;
+constexpr double kFaintAlpha = 0.2;
 constexpr double kHighlightWidthFactor = 2.0;
 // The pixels a tick should have to itself, so that labels such as 12500 do not touch.
 constexpr int kPixelsPerXTick = 75;
@@ -298,7 +299,7 @@ ChartLayout draw_chart(cairo_t* cr, const LineChart& chart, int width, int heigh
   for (bool highlighted_pass : {false, true})
     for (const Series& series : chart.series) {
       if (series.highlighted != highlighted_pass) continue;
-      const double alpha = any_highlighted && !series.highlighted ? kFadedAlpha : 1.0;
+      const double alpha = series.faint ? kFaintAlpha : any_highlighted && !series.highlighted ? kFadedAlpha : 1.0;
       draw_series(cr, series, x_scale, series.axis == YAxis::kRight ? right_scale : left_scale, alpha);
     }
   cairo_restore(cr);

@@ -37,6 +37,8 @@ struct Series {
   YAxis axis = YAxis::kLeft;
   // Drawn last and thicker; while any series is highlighted, the others are drawn faded.
   bool highlighted = false;
+  // Drawn fainter still: a line that matters less than the faded ones (a trial stopped early).
+  bool faint = false;
 };
 
 struct LegendEntry {

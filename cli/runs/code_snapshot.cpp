@@ -2,15 +2,20 @@
 #include "runs/code_snapshot.h"
 
 #include <fnmatch.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "atomic_file.h"
 #include "child_process.h"
+#include "config_reader.h"
 #include "errors.h"
+#include "regular_file.h"
+#include "runs/run_dir.h"
 #include "sweeps/sweep_dir.h"
 
 namespace trainctl {
@@ -72,7 +77,27 @@ int64_t copied_bytes(const fs::path& path) {
   return static_cast<int64_t>(fs::file_size(path));
 }
 
+// A run or sweep directory holds what jobs wrote, not code: this run's own directory among them,
+// when it stands under the workdir (runs/ beside the config, by default).
+bool holds_trainctl_output(const fs::path& dir) {
+  const RunLayout run(dir.string());
+  return (fs::exists(run.config()) && fs::exists(run.metrics())) || SweepDir(dir.string()).exists();
+}
+
+// Whether `path`, relative to `source`, lies in a run or sweep directory there; `verdicts`
+// remembers each directory's.
+bool in_trainctl_output(const std::string& source, const std::string& path, std::map<std::string, bool>& verdicts) {
+  for (size_t slash = path.find('/'); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+    const auto [known, added] = verdicts.try_emplace(path.substr(0, slash), false);
+    if (added) known->second = holds_trainctl_output(fs::path(source) / known->first);
+    if (known->second) return true;
+  }
+  return false;
+}
+
 // `top`: the work tree's top, as `git rev-parse --show-toplevel` printed it, or nothing outside one.
+// The tracked files, those of checked-out submodules included, and the untracked ones the patterns
+// name that git does not ignore; nothing of a run or sweep directory.
 void git_plan(SnapshotPlan& plan, const ProgramSpec& program, const std::string& workdir,
               const std::optional<std::string>& top) {
   if (!top)
@@ -90,24 +115,29 @@ void git_plan(SnapshotPlan& plan, const ProgramSpec& program, const std::string&
   plan.record.dirty = !plan.diff.empty();
   plan.workdir_in_copy = fs::path(workdir).lexically_relative(plan.record.source).lexically_normal().string();
   if (plan.workdir_in_copy == ".") plan.workdir_in_copy.clear();
+  std::map<std::string, bool> verdicts;
   // The tracked files as they are in the work tree; one deleted there is absent from the copy too.
-  for (std::string& path : nul_separated(git_output(plan.record.source, {"ls-files", "-z"}).value_or("")))
-    if (fs::exists(fs::symlink_status(fs::path(plan.record.source) / path))) plan.files.push_back(std::move(path));
+  for (std::string& path :
+       nul_separated(git_output(plan.record.source, {"ls-files", "-z", "--recurse-submodules"}).value_or(""))) {
+    const fs::file_status status = fs::symlink_status(fs::path(plan.record.source) / path);
+    if (!fs::exists(status) || in_trainctl_output(plan.record.source, path, verdicts)) continue;
+    // A submodule that is not checked out stands as its empty directory.
+    if (fs::is_directory(status))
+      throw UsageError(printable(fmt::format("program snapshot: {} in {} is a submodule that is not checked out, so "
+                                             "the snapshot cannot hold its files; run `git submodule update --init` "
+                                             "there, or pass --no-snapshot",
+                                             path, plan.record.source)));
+    plan.files.push_back(std::move(path));
+  }
   const std::vector<std::string> patterns = program.snapshot_include.value_or(std::vector<std::string>{});
   if (patterns.empty()) return;
-  for (std::string& path : nul_separated(git_output(plan.record.source, {"ls-files", "-z", "--others"}).value_or(""))) {
+  for (std::string& path : nul_separated(
+           git_output(plan.record.source, {"ls-files", "-z", "--others", "--exclude-standard"}).value_or(""))) {
     const std::optional<std::string> relative = under_workdir(path, plan.workdir_in_copy);
-    if (!relative || !included(*relative, patterns)) continue;
+    if (!relative || !included(*relative, patterns) || in_trainctl_output(plan.record.source, path, verdicts)) continue;
     plan.record.untracked.push_back(path);
     plan.files.push_back(std::move(path));
   }
-}
-
-// A run or sweep directory below the workdir (runs/ beside the config, by default) holds what
-// jobs wrote, not code: this run's own directory among them.
-bool holds_trainctl_output(const fs::path& dir) {
-  const RunLayout run(dir.string());
-  return (fs::exists(run.config()) && fs::exists(run.metrics())) || SweepDir(dir.string()).exists();
 }
 
 void files_plan(SnapshotPlan& plan, const ProgramSpec& program, const std::string& workdir) {
@@ -125,6 +155,25 @@ void files_plan(SnapshotPlan& plan, const ProgramSpec& program, const std::strin
     if (included(relative, patterns)) plan.files.push_back(relative);
   }
   std::sort(plan.files.begin(), plan.files.end());
+}
+
+// What a copy cannot hold: a FIFO, a socket or a device (copying one would block, or read without
+// end), or a name that run.json, in JSON, cannot record. Refused before anything is created.
+void refuse_uncopyable(const SnapshotPlan& plan) {
+  for (const std::string& path : plan.files) {
+    struct stat info {};
+    if (lstat((fs::path(plan.record.source) / path).c_str(), &info) == 0 && !S_ISREG(info.st_mode) &&
+        !S_ISLNK(info.st_mode))
+      throw UsageError(printable(fmt::format("program snapshot: {} in {} is {}, which a copy of the code cannot hold; "
+                                             "remove it, leave it out of program.snapshot_include, or pass "
+                                             "--no-snapshot",
+                                             path, plan.record.source, file_kind(info.st_mode))));
+    if (const std::optional<std::string> problem = utf8_problem(path))
+      throw UsageError(printable(fmt::format("program snapshot: the name of {} in {} is not UTF-8 ({}), and run.json, "
+                                             "in JSON, cannot record it; rename it, leave it out of "
+                                             "program.snapshot_include, or pass --no-snapshot",
+                                             path, plan.record.source, *problem)));
+  }
 }
 
 void refuse_oversized(const SnapshotPlan& plan, const ProgramSpec& program) {
@@ -158,10 +207,17 @@ std::optional<SnapshotPlan> plan_code_snapshot(const ProgramSpec& program, const
     git_plan(plan, program, workdir, top);
   else
     files_plan(plan, program, workdir);
+  refuse_uncopyable(plan);
   plan.record.files = static_cast<int64_t>(plan.files.size());
   for (const std::string& path : plan.files) plan.record.bytes += copied_bytes(fs::path(plan.record.source) / path);
   refuse_oversized(plan, program);
   return plan;
+}
+
+std::optional<SnapshotPlan> plan_config_snapshot(const Config& config) {
+  if (!config.program) return std::nullopt;
+  return plan_code_snapshot(*config.program,
+                            absolute_program_workdir(config.table, fs::absolute(config.path).parent_path().string()));
 }
 
 std::string snapshot_workdir(const SnapshotPlan& plan, const RunLayout& run) {

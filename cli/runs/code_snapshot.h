@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "config_file.h"
 #include "program_spec.h"
 #include "run_layout.h"
 #include "run_record.h"
@@ -26,8 +27,14 @@ struct SnapshotPlan {
 
 // What a snapshot of `program`, whose workdir is the absolute `workdir`, takes; nothing for
 // snapshot = "none". Reads the files' sizes and nothing more. Throws UsageError (exit 2) for a
-// snapshot over the size limit, a git snapshot outside a git work tree or without a commit.
+// snapshot over the size limit, a git snapshot outside a git work tree or without a commit, a
+// submodule that is not checked out, a FIFO, socket or device among the files, or a file whose
+// name is not UTF-8: before anything is created.
 std::optional<SnapshotPlan> plan_code_snapshot(const ProgramSpec& program, const std::string& workdir);
+
+// The snapshot of `config`'s [program], whose workdir is relative to the config file; nothing for
+// the built-in runtime. What `submit` takes, and `validate` checks.
+std::optional<SnapshotPlan> plan_config_snapshot(const Config& config);
 
 // program.workdir inside `run`'s copy.
 std::string snapshot_workdir(const SnapshotPlan& plan, const RunLayout& run);

@@ -1,12 +1,13 @@
 // What a run's notification says: see notification.h.
 #include "runs/notification.h"
 
-#include <algorithm>
 #include <cstdlib>
+#include <limits>
 
 #include <fmt/format.h>
 
 #include "check.h"
+#include "run_files.h"
 #include "run_record.h"
 #include "runs/run_status.h"
 
@@ -47,10 +48,7 @@ std::string slack_part(const Json& value, std::string_view before, std::string_v
 
 // The step a resume starts from: the progress of a [program] that logs no metrics.
 std::optional<int64_t> progress_step(const RunDir& run_dir) {
-  const std::optional<std::string> text = read_first_line(run_dir.progress());
-  if (!text || text->empty() || text->size() > 18 || !std::all_of(text->begin(), text->end(), ::isdigit))
-    return std::nullopt;
-  return std::stoll(*text);
+  return read_run_file_count(run_dir.progress(), std::numeric_limits<int64_t>::max());
 }
 
 }  // namespace

@@ -107,9 +107,9 @@ void deliver_notification(const NotifySpec& notify, const std::string& message) 
   Command command{.output_file = scratch.file("output"),
                   .input_file = write_text(scratch.file("message"), message),
                   .placement = {.own_process_group = true}};
-  if (notify.webhook) {
+  if (const std::optional<std::string> url = notify.webhook_url()) {
     // The URL holds none of the characters curl's config would need escaped (notify_spec.cpp).
-    const std::string config = write_text(scratch.file("curl.config"), fmt::format("url = \"{}\"\n", *notify.webhook));
+    const std::string config = write_text(scratch.file("curl.config"), fmt::format("url = \"{}\"\n", *url));
     command.argv = curl_argv(notify, config);
   } else {
     command.argv = notify.command;
@@ -119,7 +119,7 @@ void deliver_notification(const NotifySpec& notify, const std::string& message) 
   try {
     end = run_within(command, notify.timeout);
   } catch (const CannotStart& error) {
-    if (notify.webhook && error.not_found())
+    if (notify.has_webhook() && error.not_found())
       throw NotificationFailure("curl is not installed (the Debian package curl); webhooks are sent with it");
     throw NotificationFailure(error.what());
   }

@@ -3,14 +3,15 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
-#include <fstream>
 #include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "metrics_file.h"
+#include "run_files.h"
 
 namespace trainctl {
 
@@ -31,16 +32,12 @@ void read_metrics(const std::string& path, RunStatus& status) {
 
 // job.outcome: the last ending, then the reasons for earlier requeues.
 void read_outcome(const std::string& path, RunStatus& status) {
-  std::ifstream in(path);
-  std::getline(in, status.outcome);
-  for (std::string line; std::getline(in, line);)
-    if (is_requeue_outcome(line)) status.requeue_reasons.push_back(line);
-}
-
-int read_count(const std::string& path) {
-  std::optional<std::string> text = read_first_line(path);
-  if (!text || text->empty() || !std::all_of(text->begin(), text->end(), ::isdigit)) return 0;
-  return std::stoi(*text);
+  for_each_run_file_line(path, run_file_limit::kLines, [&](std::string_view line, int64_t number) {
+    if (number == 1)
+      status.outcome = line;
+    else if (is_requeue_outcome(std::string(line)))
+      status.requeue_reasons.emplace_back(line);
+  });
 }
 }  // namespace
 
@@ -48,6 +45,7 @@ bool is_requeue_outcome(const std::string& outcome) { return outcome.starts_with
 
 std::string status_note(const RunStatus& status) {
   std::vector<std::string> parts;
+  if (!status.predecessor_loop.empty()) parts.push_back(fmt::format("predecessor loop: {}", status.predecessor_loop));
   // "running" says nothing that the state does not, and is stale once SLURM has ended the job.
   if (!status.outcome.empty() && status.outcome != run_file::kOutcomeRunning) parts.push_back(status.outcome);
   if (status.stopped_early_at) parts.push_back(fmt::format("stopped early at step {}", *status.stopped_early_at));
@@ -95,7 +93,7 @@ RunStatus read_run_record(const RunDir& run_dir) {
   status.run_dir = run_dir.path();
   read_outcome(run_dir.outcome(), status);
   status.job_id = run_dir.job_id().value_or("");
-  status.restarts = read_count(run_dir.requeue_count());
+  status.restarts = static_cast<int>(read_run_file_count(run_dir.requeue_count(), INT_MAX).value_or(0));
   read_metrics(run_dir.metrics(), status);
   status.excluded_nodes = run_dir.blamed_nodes();
   status.submission = load_run_record(run_dir);
@@ -107,11 +105,17 @@ void settle_state(RunStatus& status, const std::optional<SlurmView>& slurm) {
     status.reason = slurm->reason == "None" ? "" : slurm->reason;
     status.restarts = slurm->restart_count;
   }
+  // A trial promoted into a new array task has not ended: like a requeue, its state is SLURM's.
+  const bool ongoing = status.outcome.empty() || is_requeue_outcome(status.outcome) ||
+                       status.outcome == run_file::kOutcomeRunning ||
+                       status.outcome.starts_with(run_file::kOutcomePromotedAtRung);
   if (slurm && is_active_state(slurm->state))
     status.state = slurm->state;
   else if (status.outcome == "completed")
     status.state = "COMPLETED";
-  else if (!status.outcome.empty() && !is_requeue_outcome(status.outcome) && status.outcome != run_file::kOutcomeRunning)
+  else if (status.outcome.starts_with(run_file::kOutcomeStoppedAtRung))
+    status.state = "STOPPED";
+  else if (!ongoing)
     status.state = "FAILED";
   else if (slurm)
     status.state = slurm->state;
@@ -135,7 +139,7 @@ std::optional<SlurmView> slurm_view(SlurmClient& slurm, const std::string& job_i
 RunStatus::FollowerState follower_state(const RunDir& run_dir, const Follower& follower, SlurmClient& slurm) {
   RunStatus::FollowerState state{follower, "UNKNOWN", ""};
   const std::optional<SlurmView> view = slurm_view(slurm, follower.job, state.reason);
-  const std::string outcome = read_first_line(run_dir.follower_outcome(follower.index)).value_or("");
+  const std::string outcome = read_run_file_line(run_dir.follower_outcome(follower.index)).value_or("");
   const bool active = view && is_active_state(view->state);
   if (!active && outcome == "completed") {
     state.state = "COMPLETED";
@@ -157,11 +161,14 @@ RunStatus read_run_status(const RunDir& run_dir, SlurmClient& slurm) {
   if (!status.submission) return status;
   for (const Follower& follower : status.submission->followers)
     status.followers.push_back(follower_state(run_dir, follower, slurm));
-  // A job cancelled because its predecessor did not end as it had to never wrote an outcome.
   const std::optional<Predecessor>& after = status.submission->after;
+  if (after && !after->run.empty())
+    if (const PredecessorChain chain = run_dir.predecessor_chain(); chain.loops)
+      status.predecessor_loop = chain.loop_text();
+  // A job cancelled because its predecessor did not end as it had to never wrote an outcome.
   if (after && status.outcome.empty() && !is_active_state(status.state)) {
     std::string unused;
-    if (!after->run.empty() && RunDir(after->run).exists()) {
+    if (status.predecessor_loop.empty() && !after->run.empty() && RunDir(after->run).exists()) {
       const RunStatus predecessor = read_run_status(RunDir(after->run), slurm);
       status.predecessor_end = predecessor.state + (predecessor.outcome.empty() ? "" : ": " + predecessor.outcome);
     } else if (const std::optional<SlurmView> predecessor = slurm_view(slurm, after->job, unused)) {
@@ -184,6 +191,7 @@ Json& add_run_status(Json& record, const RunStatus& status) {
   if (status.best_val_loss) record["best_val_loss"] = *status.best_val_loss;
   if (status.stopped_early_at) record["stopped_early_at"] = *status.stopped_early_at;
   record["outcome"] = status.outcome;
+  if (!status.predecessor_loop.empty()) record["predecessor_loop"] = status.predecessor_loop;
   if (!status.requeue_reasons.empty()) record["requeue_reasons"] = status.requeue_reasons;
   if (!status.excluded_nodes.empty()) {
     Json nodes = Json::array();

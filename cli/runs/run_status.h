@@ -35,6 +35,9 @@ struct RunStatus {
   std::optional<RunRecord> submission;
   // How its predecessor (--after) ended, once it has: its state, then its outcome.
   std::string predecessor_end;
+  // Where its chain of predecessors loops (PredecessorChain::loop_text), if it does: none of them
+  // can end before the others.
+  std::string predecessor_loop;
   struct FollowerState {
     Follower follower;
     std::string state;   // SLURM's while it is known there and active, else its then/N.outcome
@@ -63,12 +66,14 @@ struct SlurmView {
   int restart_count = 0;
 };
 
-// What the run directory alone says: outcome, job id, requeues and metrics; no state yet.
+// What the run directory alone says: outcome, job id, requeues and metrics; no state yet. Throws
+// DamagedRunFile (run_files.h) naming a file that cannot be read as what it should be.
 RunStatus read_run_record(const RunDir& run_dir);
 
 // Sets the state: SLURM's while the job is queued or running, else the outcome the batch script
-// wrote (unless it was a requeue, which is no end), else how SLURM saw it end (CANCELLED: the
-// script never got to write one), else UNKNOWN.
+// wrote (unless it was a requeue or a promotion into a new array task, which are no end; a sweep's
+// trial stopped at a rung is STOPPED), else how SLURM saw it end (CANCELLED: the script never got
+// to write one), else UNKNOWN.
 void settle_state(RunStatus& status, const std::optional<SlurmView>& slurm);
 
 // Queued or running, by SLURM's state: it may still finish.

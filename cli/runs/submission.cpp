@@ -19,13 +19,9 @@
 
 namespace trainctl {
 
-namespace {
-bool is_job_id(const std::string& text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || c == '_'; });
-}
-}  // namespace
-
 Predecessor parse_predecessor(const std::string& after) {
+  if (after.empty())
+    throw UsageError("--after is empty; give a run directory, a sweep directory or a job id (RUN, RUN:ok or RUN:any)");
   Predecessor predecessor{after, "", "ok"};
   for (const char* condition : {"ok", "any"}) {
     const std::string suffix = std::string(":") + condition;
@@ -44,18 +40,34 @@ Predecessor parse_predecessor(const std::string& after) {
   if (const SweepDir sweep(predecessor.run); sweep.exists()) {
     predecessor.run = sweep.path();
     std::vector<std::string> arrays;
-    for (const ManifestArray& array : read_manifest(sweep).arrays) arrays.push_back(array.job_id);
+    for (const ManifestArray& array : read_manifest(sweep).arrays) {
+      if (!is_job_id(array.job_id))
+        throw UsageError(fmt::format("--after {}: {} holds {:?} for an array's job, which is no job id", after,
+                                     sweep.manifest(), array.job_id));
+      arrays.push_back(array.job_id);
+    }
     if (arrays.empty()) throw UsageError(fmt::format("--after {}: the sweep has no submitted arrays", after));
     predecessor.job = fmt::format("{}", fmt::join(arrays, ":"));
     return predecessor;
   }
   if (!is_job_id(predecessor.run))
-    throw UsageError(fmt::format("--after {}: {} is neither a run directory, a sweep directory nor a job id (write "
-                                 "RUN, RUN:ok or RUN:any)",
+    throw UsageError(fmt::format("--after {}: {} is neither a run directory, a sweep directory nor a job id (digits, "
+                                 "or an array task's JOB_TASK; write RUN, RUN:ok or RUN:any)",
                                  after, predecessor.run));
   predecessor.job = predecessor.run;
   predecessor.run.clear();
   return predecessor;
+}
+
+void refuse_predecessor_loop(const Predecessor& predecessor, const RunDir& run_dir) {
+  if (predecessor.run.empty()) return;
+  if (predecessor.run == run_dir.path())
+    throw UsageError(fmt::format("--after {}: that is this run itself, which cannot wait for itself", predecessor.run));
+  const PredecessorChain chain = RunDir(predecessor.run).predecessor_chain();
+  if (std::find(chain.runs.begin(), chain.runs.end(), run_dir.path()) != chain.runs.end())
+    throw UsageError(fmt::format("--after {}: it waits for this run ({}), so the two would wait for each other in a "
+                                 "loop; submit without --after, or after another run",
+                                 predecessor.run, fmt::join(chain.runs, " waits for ")));
 }
 
 std::vector<std::string> dependency_options(const Predecessor& predecessor) {
@@ -87,7 +99,7 @@ RunRecord new_run_record(const Config& config, const RunDir& run_dir, bool resum
 }
 
 std::vector<Follower> submit_follow_ups(const Config& config, const RunDir& run_dir, const std::string& training_job,
-                                        SlurmClient& slurm) {
+                                        SlurmClient& slurm, std::vector<std::string>& queued) {
   const std::string trainctl = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<Follower> followers;
   std::filesystem::create_directories(run_dir.followers());
@@ -100,8 +112,8 @@ std::vector<Follower> submit_follow_ups(const Config& config, const RunDir& run_
     write_file_atomically(script_path, script);
     chmod(script_path.c_str(), 0755);
     std::filesystem::remove(run_dir.follower_outcome(number));
-    const std::string job =
-        slurm.submit(script_path, dependency_options({run_dir.path(), training_job, "ok"}));
+    const std::string& job =
+        queued.emplace_back(slurm.submit(script_path, dependency_options({run_dir.path(), training_job, "ok"})));
     followers.push_back({number, step.kind, job});
   }
   return followers;

@@ -14,8 +14,13 @@
 namespace trainctl {
 
 // `--after RUN[:ok|:any]`: RUN is a run directory, a sweep directory (every array of it) or a job
-// id. Throws UsageError when RUN names none, or a run that was never submitted.
+// id (digits, or an array task's JOB_TASK). Throws UsageError when RUN is empty or names none, or
+// a run that was never submitted; DamagedRunFile when its job_id holds no job id.
 Predecessor parse_predecessor(const std::string& after);
+
+// Throws UsageError when `predecessor` is the run in `run_dir` itself, or waits for it through
+// its own predecessors (`submit --resume --after` would close the loop).
+void refuse_predecessor_loop(const Predecessor& predecessor, const RunDir& run_dir);
 
 // sbatch's options to wait for `predecessor`, and to be cancelled, not left pending, once it has
 // ended in a way that cannot satisfy the condition.
@@ -27,8 +32,9 @@ std::vector<std::string> dependency_options(const Predecessor& predecessor);
 RunRecord new_run_record(const Config& config, const RunDir& run_dir, bool resume, bool allow_runtime_change);
 
 // Submits `config`'s [[then]] steps as jobs that wait for `training_job` to complete; returns them
-// as run.json records them.
+// as run.json records them. Each job is added to `queued` as soon as SLURM has it, so that a
+// submission failing at a later step can cancel it.
 std::vector<Follower> submit_follow_ups(const Config& config, const RunDir& run_dir, const std::string& training_job,
-                                        SlurmClient& slurm);
+                                        SlurmClient& slurm, std::vector<std::string>& queued);
 
 }  // namespace trainctl

@@ -15,7 +15,7 @@ namespace trainctl {
 
 namespace {
 
-const std::vector<std::string> kSettings{"samples", "seed", "max_parallel"};
+const std::vector<std::string> kSettings{"samples", "seed", "max_parallel", "schedule"};
 const std::vector<std::string> kSweepableTables{"model", "data", "train", "checkpoint", "program", "params"};
 const std::vector<std::string> kDistributions{"uniform", "log_uniform", "choice"};
 constexpr const char* kValueForms =
@@ -268,16 +268,22 @@ std::optional<SweepSpec> parse_sweep(const toml::table& root, const std::string&
   sweep.samples = settings.integer("samples", 1, 1, kMaxSweepTasks);
   sweep.seed = static_cast<uint64_t>(settings.integer("seed", 0, 0));
   if (settings.has("max_parallel")) sweep.max_parallel = settings.integer("max_parallel", std::nullopt, 1, kMaxSweepTasks);
+  sweep.schedule = read_sweep_schedule(settings);
+  if (sweep_task_count(sweep) > kMaxSweepTasks)
+    throw ConfigError(sweep.position, "sweep",
+                      fmt::format("more than {} tasks; split the sweep into several configs", kMaxSweepTasks));
+  return sweep;
+}
 
+int64_t sweep_task_count(const SweepSpec& sweep) {
   int64_t tasks = sweep.samples;
   for (const SweepParameter& parameter : sweep.parameters) {
     if (parameter.kind != SweepParameter::Kind::kGrid) continue;
     tasks *= static_cast<int64_t>(parameter.values.size());
-    if (tasks > kMaxSweepTasks)
-      throw ConfigError(sweep.position, "sweep",
-                        fmt::format("more than {} tasks; split the sweep into several configs", kMaxSweepTasks));
+    // Stops before the product can overflow: each factor is at most a config's length.
+    if (tasks > kMaxSweepTasks) return tasks;
   }
-  return sweep;
+  return tasks;
 }
 
 std::vector<SweepTask> expand_sweep(const SweepSpec& sweep) {

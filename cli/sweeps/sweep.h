@@ -9,6 +9,7 @@
 //   samples = 4        random draws; required when there are random keys
 //   seed = 0           the draws are a function of the seed alone
 //   max_parallel = 2   tasks running at once, over all of the sweep's arrays
+//   [sweep.schedule]   optional: stop the losers early, rung by rung (sweep_schedule.h)
 //
 // The tasks are the grid's Cartesian product (the first key written varies slowest) crossed
 // with the draws: grid point g with draw d is task g * samples + d, so every grid point is
@@ -24,6 +25,7 @@
 #include <toml++/toml.h>
 
 #include "config_reader.h"
+#include "sweeps/sweep_schedule.h"
 
 namespace trainctl {
 
@@ -40,6 +42,8 @@ struct SweepSpec {
   int64_t samples = 1;                     // random draws; 1 when no key is random
   uint64_t seed = 0;
   std::optional<int64_t> max_parallel;
+  // Read here; its rungs are set once the config's trials are known (fit_schedule).
+  std::optional<SweepSchedule> schedule;
   SourcePosition position;  // of the [sweep] table
 
   std::vector<std::string> paths() const;
@@ -62,6 +66,8 @@ constexpr int64_t kMaxSweepTasks = 100000;
 std::optional<SweepSpec> parse_sweep(const toml::table& root, const std::string& file, const ConfigCheck& check);
 
 std::vector<SweepTask> expand_sweep(const SweepSpec& sweep);
+// The number of tasks expand_sweep makes.
+int64_t sweep_task_count(const SweepSpec& sweep);
 
 // `root` with the task's values put in and [sweep] removed: the config the task trains from.
 toml::table task_config(const toml::table& root, const std::vector<std::string>& paths, const toml::array& values);

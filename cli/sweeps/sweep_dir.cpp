@@ -1,6 +1,7 @@
 // The sweep directory: see sweep_dir.h.
 #include "sweeps/sweep_dir.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -10,6 +11,8 @@
 #include "atomic_file.h"
 #include "config_reader.h"
 #include "errors.h"
+#include "run_files.h"
+#include "run_record.h"
 
 namespace trainctl {
 
@@ -62,6 +65,12 @@ std::string manifest_text(const SweepManifest& manifest) {
   root.insert("samples", manifest.samples);
   root.insert("seed", manifest.seed);
   if (manifest.max_parallel) root.insert("max_parallel", *manifest.max_parallel);
+  if (const std::optional<SweepSchedule>& schedule = manifest.schedule)
+    root.insert("schedule", toml::table{{"kind", schedule->kind_name()},
+                                        {"metric", schedule->metric},
+                                        {"mode", schedule->mode_name()},
+                                        {"reduction_factor", schedule->reduction_factor},
+                                        {"rungs", integer_array(schedule->rungs)}});
 
   toml::array tasks;
   for (const SweepTask& task : manifest.tasks) {
@@ -98,6 +107,19 @@ SweepManifest parse_manifest(std::string_view text, const std::string& file) {
   manifest.samples = reader.integer("samples", std::nullopt, 1);
   manifest.seed = reader.integer("seed", std::nullopt, 0);
   if (reader.has("max_parallel")) manifest.max_parallel = reader.integer("max_parallel", std::nullopt, 1);
+  if (TableReader schedule_reader = reader.table("schedule"); schedule_reader.present()) {
+    SweepSchedule& schedule = manifest.schedule.emplace();
+    schedule.kind = schedule_reader.choice("kind", {"asha", "halving"}) == "asha" ? SweepSchedule::Kind::kAsha
+                                                                                : SweepSchedule::Kind::kHalving;
+    schedule.metric = schedule_reader.string("metric");
+    schedule.maximize = schedule_reader.choice("mode", {"min", "max"}) == "max";
+    schedule.reduction_factor = schedule_reader.integer("reduction_factor", std::nullopt, 2);
+    schedule.rungs = schedule_reader.integer_list("rungs", std::nullopt, 1);
+    if (schedule.rungs.empty() || !std::is_sorted(schedule.rungs.begin(), schedule.rungs.end()))
+      schedule_reader.fail("rungs", "expected the rungs' steps, ascending");
+    schedule.min_steps = schedule.rungs.front();
+    schedule.max_steps = schedule.rungs.back();
+  }
 
   for_each_table(root, "tasks", file, [&](TableReader& task_reader, const toml::table& table) {
     SweepTask task;
@@ -115,6 +137,8 @@ SweepManifest parse_manifest(std::string_view text, const std::string& file) {
   for_each_table(root, "arrays", file, [&](TableReader& array_reader, const toml::table&) {
     ManifestArray array;
     array.job_id = array_reader.string("job_id");
+    // It goes to --dependency and scancel.
+    if (!is_job_id(array.job_id)) array_reader.fail("job_id", fmt::format("{:?} is no SLURM job id", array.job_id));
     array.tasks = array_reader.integer_list("tasks", std::nullopt, 0);
     for (int64_t task : array.tasks)
       if (task >= static_cast<int64_t>(manifest.tasks.size()))
@@ -129,11 +153,11 @@ SweepManifest parse_manifest(std::string_view text, const std::string& file) {
 }
 
 SweepManifest read_manifest(const SweepDir& sweep) {
-  std::ifstream in(sweep.manifest());
-  if (!in) throw UsageError(fmt::format("{} is not a sweep directory (no manifest.toml)", sweep.path()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_manifest(text.str(), sweep.manifest());
+  // Its tasks' values take some hundred bytes each: 256 MB is a sweep of a million tasks.
+  constexpr size_t kLargestManifestBytes = size_t{256} << 20;
+  const std::optional<std::string> text = read_run_file(sweep.manifest(), kLargestManifestBytes);
+  if (!text) throw UsageError(fmt::format("{} is not a sweep directory (no manifest.toml)", sweep.path()));
+  return parse_manifest(*text, sweep.manifest());
 }
 
 void write_manifest(const SweepDir& sweep, const SweepManifest& manifest) {

@@ -1,7 +1,10 @@
 // The sweep directory: a sweep's tasks and its durable record, on a filesystem every node sees.
 //   sweep.toml                 the config the sweep was expanded from, as the user wrote it
-//   manifest.toml              the record: each task's index and parameters, and every array
-//                              submitted for it (job id, tasks, why); written atomically
+//   manifest.toml              the record: each task's index and parameters, the schedule, and
+//                              every array submitted for it (job id, tasks, why); written atomically
+//   rungs.jsonl                with [sweep.schedule]: each trial's metric at each rung it reached,
+//                              in the order they were recorded (rung_log.h)
+//   sweep.lock                 what the writers of the manifest and of rungs.jsonl lock (flock)
 //   arrays/array-K.sbatch      the batch script of the K-th array
 //   logs/array-<job>_<i>.out   output from before array index i reached its run directory
 //   tasks/<index>/             each task's run directory (runs/run_dir.h)
@@ -25,6 +28,8 @@ class SweepDir {
   const std::string& path() const { return path_; }
   std::string config() const { return path_ + "/sweep.toml"; }
   std::string manifest() const { return path_ + "/manifest.toml"; }
+  std::string rung_log() const { return path_ + "/rungs.jsonl"; }
+  std::string lock() const { return path_ + "/sweep.lock"; }
   std::string logs() const { return path_ + "/logs"; }
   std::string array_script(size_t array) const;
   RunDir task(int64_t index) const;
@@ -52,6 +57,7 @@ struct SweepManifest {
   int64_t samples = 1;
   int64_t seed = 0;
   std::optional<int64_t> max_parallel;
+  std::optional<SweepSchedule> schedule;  // fitted: its rungs are set
   std::vector<SweepTask> tasks;
   std::vector<ManifestArray> arrays;
 };

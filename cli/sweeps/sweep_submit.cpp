@@ -11,6 +11,7 @@
 
 #include "atomic_file.h"
 #include "commands.h"
+#include "config_reader.h"
 #include "errors.h"
 #include "job_array.h"
 #include "render.h"
@@ -35,6 +36,7 @@ SweepPlan plan_sweep(const Config& config) {
   manifest.samples = sweep.samples;
   manifest.seed = static_cast<int64_t>(sweep.seed);
   manifest.max_parallel = sweep.max_parallel;
+  manifest.schedule = sweep.schedule;
   manifest.tasks = expand_sweep(sweep);
   plan.task_files.reserve(manifest.tasks.size());
   for_each_task_config(config.table, sweep, manifest.tasks, check_sweep_task(config),
@@ -54,11 +56,14 @@ size_t check_sweep_tasks(const Config& config) {
 
 std::vector<ArrayScript> sweep_scripts(const JobSpec& job, const RankCommand& rank,
                                        const std::optional<std::string>& notifier, const SweepDir& sweep,
-                                       const std::vector<int64_t>& tasks, std::optional<int64_t> max_parallel,
+                                       const SweepManifest& manifest, const std::vector<int64_t>& tasks,
                                        int64_t max_array_size) {
+  std::optional<std::string> scheduler;
+  if (manifest.schedule) scheduler = trainctl_executable();
   std::vector<ArrayScript> scripts;
   for (std::vector<int64_t>& array : split_into_arrays(tasks, max_array_size)) {
-    std::string text = render_batch_script(job, {sweep.path(), rank, ArrayTasks{array, max_parallel}, {}, notifier});
+    std::string text =
+        render_batch_script(job, {sweep.path(), rank, ArrayTasks{array, manifest.max_parallel, scheduler}, {}, notifier});
     scripts.push_back({std::move(array), std::move(text)});
   }
   return scripts;
@@ -73,14 +78,16 @@ void create_sweep_dir(const SweepDir& sweep, const Config& config, const SweepPl
   fs::create_directories(sweep.path() + "/arrays");
   for (size_t i = 0; i < plan.task_files.size(); ++i)
     sweep.task(static_cast<int64_t>(i)).prepare(plan.task_files[i], /*resume=*/false, RunDir::Durability::kCallerSyncs);
-  fs::copy_file(config.path, sweep.config(), fs::copy_options::overwrite_existing);
+  // The config as written, readable by its owner alone when it holds a webhook's secret URL.
+  write_file_atomically(sweep.config(), read_config_text(config.path),
+                        holds_webhook_secret(config.table) ? kOwnerOnlyFile : kSharedFile);
   sync_filesystem(sweep.path());
   write_manifest(sweep, plan.manifest);
 }
 
 std::vector<std::string> submit_arrays(const SweepDir& sweep, SweepManifest& manifest,
                                        const std::vector<ArrayScript>& scripts, const std::string& reason,
-                                       SlurmClient& slurm) {
+                                       SlurmClient& slurm, const std::string& after) {
   std::vector<std::string> job_ids;
   for (const ArrayScript& script : scripts) {
     ManifestArray array;
@@ -91,8 +98,8 @@ std::vector<std::string> submit_arrays(const SweepDir& sweep, SweepManifest& man
     write_file_atomically(script_path, script.text);
     chmod(script_path.c_str(), 0755);
     std::vector<std::string> options;
-    if (manifest.max_parallel && !job_ids.empty()) {
-      array.after = job_ids.back();
+    if (manifest.max_parallel && (!job_ids.empty() || !after.empty())) {
+      array.after = job_ids.empty() ? after : job_ids.back();
       options.push_back("--dependency=afterany:" + array.after);
     }
     array.submitted = fmt::format("{:%FT%TZ}", fmt::gmtime(std::time(nullptr)));
@@ -102,6 +109,16 @@ std::vector<std::string> submit_arrays(const SweepDir& sweep, SweepManifest& man
     write_manifest(sweep, manifest);
   }
   return job_ids;
+}
+
+std::vector<std::string> resubmit_tasks(const SweepDir& sweep, SweepManifest& manifest,
+                                        const std::vector<int64_t>& tasks, const std::string& reason,
+                                        SlurmClient& slurm, const std::string& after) {
+  const toml::table config = parse_config_file(sweep.config());
+  const std::vector<ArrayScript> scripts =
+      sweep_scripts(parse_job_spec(config, sweep.config()), rank_command(config), notifier_executable(config), sweep,
+                    manifest, tasks, slurm.max_array_size());
+  return submit_arrays(sweep, manifest, scripts, reason, slurm, after);
 }
 
 }  // namespace trainctl

@@ -31,11 +31,12 @@ struct ArrayScript {
   std::string text;
 };
 
-// The batch scripts that run `tasks` as arrays of at most `max_array_size` tasks each, each task
-// telling of its events through `notifier` when set (RenderInputs::notifier).
+// The batch scripts that run `tasks` of `manifest` as arrays of at most `max_array_size` tasks each,
+// each task telling of its events through `notifier` when set (RenderInputs::notifier), and
+// training rung by rung where the sweep has a schedule.
 std::vector<ArrayScript> sweep_scripts(const JobSpec& job, const RankCommand& rank,
                                        const std::optional<std::string>& notifier, const SweepDir& sweep,
-                                       const std::vector<int64_t>& tasks, std::optional<int64_t> max_parallel,
+                                       const SweepManifest& manifest, const std::vector<int64_t>& tasks,
                                        int64_t max_array_size);
 
 // Writes the sweep directory: every task's run directory, sweep.toml and, last, the manifest,
@@ -43,10 +44,18 @@ std::vector<ArrayScript> sweep_scripts(const JobSpec& job, const RankCommand& ra
 void create_sweep_dir(const SweepDir& sweep, const Config& config, const SweepPlan& plan);
 
 // Submits the arrays of sweep_scripts, appending each to `manifest` and rewriting it after every
-// sbatch. With max_parallel, each array waits for the one before (afterany), so the limit holds
-// for the whole sweep. Returns the job ids.
+// sbatch. With max_parallel, each array waits for the one before (afterany), the first for
+// `after` when given, so the limit holds for the whole sweep. The caller holds the SweepLock
+// (rung_log.h) once the sweep's tasks may run. Returns the job ids.
 std::vector<std::string> submit_arrays(const SweepDir& sweep, SweepManifest& manifest,
                                        const std::vector<ArrayScript>& scripts, const std::string& reason,
-                                       SlurmClient& slurm);
+                                       SlurmClient& slurm, const std::string& after = "");
+
+// Submits `tasks` of a submitted sweep again, rendered from its own sweep.toml, as submit_arrays
+// does: its failed tasks (`sweep resubmit --failed`), or the trials a schedule promotes from a
+// rung they had stopped at.
+std::vector<std::string> resubmit_tasks(const SweepDir& sweep, SweepManifest& manifest,
+                                        const std::vector<int64_t>& tasks, const std::string& reason,
+                                        SlurmClient& slurm, const std::string& after = "");
 
 }  // namespace trainctl

@@ -1,5 +1,5 @@
-// The CUDA attention family: causal multi-head self-attention, forward and backward, over f32 or
-// bf16 tensors (widened to fp32 as they are read, a bf16 result rounded once as it is written)
+// The CUDA attention family: causal self-attention, multi-head or grouped-query, forward and
+// backward, over f32 or bf16 tensors (widened to fp32 as they are read, a bf16 result rounded once as it is written)
 // computed in fp32 on CUDA cores, tiled in the manner of FlashAttention-2 so that no seq x seq
 // matrix is ever stored. A block takes a tile of 32 rows of one (batch, head), four threads per
 // row, each holding every fourth column of the head (d <= 128, padded with zeros to 32, 64 or 128)
@@ -12,9 +12,10 @@
 // shared memory with an online softmax (running max and sum), and writes out and lse = max +
 // log(sum). The backward recomputes the probabilities exp(s - lse) tile by tile in two passes that
 // each own what they write, so no float atomics and bitwise the same result on every run: one block
-// per key tile accumulates dK and dV over the query tiles in order, one block per query tile
-// accumulates dQ over the key tiles in order; each computes D_i = dO_i . O_i itself, in the same
-// order.
+// per key tile of a key/value head accumulates dK and dV over its group's query heads in order and,
+// for each, over the query tiles in order; one block per query tile of a query head accumulates dQ
+// over the key tiles in order; each computes D_i = dO_i . O_i itself, in the same order. A query
+// head reads its key/value head's columns of qkv in place (attention_layout.cuh).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include <string>
 #include <type_traits>
 
+#include "cuda/attention_layout.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/kernel_common.cuh"
 
@@ -41,23 +43,26 @@ __device__ inline float group_sum(float value) {
   return value;
 }
 
-// One (batch, head) of the attention tensors, blockIdx.x's.
+// One (sequence, query head) of the attention tensors, blockIdx.x's of batch * heads: where its q
+// columns, its key/value head's k and v columns, its out (and grad_out) columns and its lse row
+// are.
 template <typename T>
-struct HeadView {
-  const T* q;  // row stride 3 * channels; k and v follow at + channels and + 2 channels
-  int64_t qkv_ld;
-  int64_t out_offset;  // of the head's columns in out and grad_out (row stride channels)
-  int64_t lse_offset;  // of the head's row in lse
+struct QueryHeadView {
+  const T* q;
+  const T* k;
+  const T* v;
+  int64_t out_offset;
+  int64_t lse_offset;
 
-  __device__ HeadView(const T* qkv, int64_t seq, int64_t channels, int heads, int head_size) {
-    const int64_t b = blockIdx.x / heads, h = blockIdx.x % heads;
-    qkv_ld = 3 * channels;
-    q = qkv + b * seq * qkv_ld + h * head_size;
-    out_offset = b * seq * channels + h * head_size;
-    lse_offset = int64_t{blockIdx.x} * seq;
+  __device__ QueryHeadView(const T* qkv, const AttentionLayout& layout) {
+    const auto [b, h] = layout.block_query_head();
+    const int kv = layout.kv_head(h);
+    q = qkv + layout.q_offset(b, h);
+    k = qkv + layout.k_offset(b, kv);
+    v = qkv + layout.v_offset(b, kv);
+    out_offset = layout.out_offset(b, h);
+    lse_offset = layout.lse_offset(b, h);
   }
-  __device__ const T* k() const { return q + qkv_ld / 3; }
-  __device__ const T* v() const { return q + 2 * (qkv_ld / 3); }
 };
 
 // The first query of this block's tile: the tiles in reverse order, so that the blocks with the
@@ -107,14 +112,14 @@ __device__ void load_columns(float (&values)[kD / kSplit], const T* base, int64_
 // D_i = dO_i . O_i for the row of the thread's group, in every lane of it: the same order in
 // both backward passes.
 template <int kD, typename T>
-__device__ float output_dot(const T* grad_out, const T* out, int64_t channels, int64_t row, int64_t seq,
+__device__ float output_dot(const T* grad_out, const T* out, int64_t out_ld, int64_t row, int64_t seq,
                             int head_size, int sub) {
   const int64_t clamped = min(row, seq - 1);
   float dot = 0.0f;
 #pragma unroll
   for (int m = 0; m < kD / kSplit; ++m) {
     const int c = sub + kSplit * m;
-    if (c < head_size) dot = fmaf(widen(grad_out[clamped * channels + c]), widen(out[clamped * channels + c]), dot);
+    if (c < head_size) dot = fmaf(widen(grad_out[clamped * out_ld + c]), widen(out[clamped * out_ld + c]), dot);
   }
   return group_sum(dot);
 }
@@ -123,17 +128,19 @@ __device__ float output_dot(const T* grad_out, const T* out, int64_t channels, i
 // q and output accumulator in registers (kD / kSplit columns each) and the tile's scores.
 template <int kD, typename T>
 __global__ void __launch_bounds__(kThreads)
-    attention_forward_kernel(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int64_t seq,
-                             int64_t channels, int heads, int head_size, float scale) {
+    attention_forward_kernel(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv,
+                             AttentionLayout layout, float scale) {
   constexpr int kCols = kD / kSplit;
   __shared__ Tile<kD> k_tile, v_tile;
-  const HeadView<T> head(qkv, seq, channels, heads, head_size);
+  const QueryHeadView<T> head(qkv, layout);
+  const int64_t seq = layout.seq, ld = layout.qkv_ld();
+  const int head_size = layout.head_size;
   const int row = static_cast<int>(threadIdx.x) / kSplit, sub = static_cast<int>(threadIdx.x) % kSplit;
   const int64_t first_query = tile_start();
   const int64_t i = first_query + row;
 
   float q[kCols], o[kCols];
-  load_columns<kD>(q, head.q, head.qkv_ld, i, seq, head_size, sub);
+  load_columns<kD>(q, head.q, ld, i, seq, head_size, sub);
 #pragma unroll
   for (int m = 0; m < kCols; ++m) o[m] = 0.0f;
   float running_max = -INFINITY, running_sum = 0.0f;
@@ -141,8 +148,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t key_end = min(seq, first_query + kTile);
   for (int64_t first_key = 0; first_key < key_end; first_key += kTile) {
     __syncthreads();  // the previous tile's readers are done
-    k_tile.load(head.k(), head.qkv_ld, first_key, seq, head_size);
-    v_tile.load(head.v(), head.qkv_ld, first_key, seq, head_size);
+    k_tile.load(head.k, ld, first_key, seq, head_size);
+    v_tile.load(head.v, ld, first_key, seq, head_size);
     __syncthreads();
 
     // Scaled scores, -inf where masked. The first tile always has key 0 <= i, so the running
@@ -184,7 +191,7 @@ __global__ void __launch_bounds__(kThreads)
 
   if (i >= seq) return;
   const float inverse_sum = 1.0f / running_sum;
-  T* out_row = out + head.out_offset + i * channels;
+  T* out_row = out + head.out_offset + i * layout.out_ld();
 #pragma unroll
   for (int m = 0; m < kCols; ++m) {
     const int c = sub + kSplit * m;
@@ -193,74 +200,81 @@ __global__ void __launch_bounds__(kThreads)
   if (sub == 0) lse[head.lse_offset + i] = running_max + logf(running_sum);
 }
 
-// dK and dV. Grid: x = batch * heads, y = key tiles. Each group keeps its key row's k and v
-// and its dK and dV accumulators in registers, and goes over the query tiles from its own
-// onwards, in order, through shared memory: dV_j += P_ij dO_i, dK_j += dS_ij Q_i.
+// dK and dV. Grid: x = batch * kv_heads, y = key tiles. Each group keeps its key row's k and v
+// and its dK and dV accumulators in registers, and goes over the query heads of its key/value
+// head's group in order and, for each, over the query tiles from its own onwards, in order,
+// through shared memory: dV_j += P_ij dO_i, dK_j += dS_ij Q_i.
 template <int kD, typename T>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_key_kernel(T* __restrict__ grad_qkv, const T* __restrict__ grad_out, const T* __restrict__ qkv,
-                                  const T* __restrict__ out, const float* __restrict__ lse, int64_t seq,
-                                  int64_t channels, int heads, int head_size, float scale) {
+                                  const T* __restrict__ out, const float* __restrict__ lse, AttentionLayout layout,
+                                  float scale) {
   constexpr int kCols = kD / kSplit;
   __shared__ Tile<kD> q_tile, grad_out_tile;
   __shared__ float lse_tile[kTile], dot_tile[kTile];
-  const HeadView<T> head(qkv, seq, channels, heads, head_size);
+  const auto [b, kv] = layout.block_kv_head();
+  const int64_t seq = layout.seq, ld = layout.qkv_ld(), out_ld = layout.out_ld();
+  const int head_size = layout.head_size;
   const int row = static_cast<int>(threadIdx.x) / kSplit, sub = static_cast<int>(threadIdx.x) % kSplit;
   // In order: the first key tiles, which the most queries see, start first.
   const int64_t first_key = int64_t{blockIdx.y} * kTile;
   const int64_t j = first_key + row;
-  const T* head_grad_out = grad_out + head.out_offset;
-  const T* head_out = out + head.out_offset;
 
   float k[kCols], v[kCols], grad_k[kCols], grad_v[kCols];
-  load_columns<kD>(k, head.k(), head.qkv_ld, j, seq, head_size, sub);
-  load_columns<kD>(v, head.v(), head.qkv_ld, j, seq, head_size, sub);
+  load_columns<kD>(k, qkv + layout.k_offset(b, kv), ld, j, seq, head_size, sub);
+  load_columns<kD>(v, qkv + layout.v_offset(b, kv), ld, j, seq, head_size, sub);
 #pragma unroll
   for (int m = 0; m < kCols; ++m) grad_k[m] = grad_v[m] = 0.0f;
 
-  for (int64_t first_query = first_key; first_query < seq; first_query += kTile) {
-    __syncthreads();  // the previous tile's readers are done
-    q_tile.load(head.q, head.qkv_ld, first_query, seq, head_size);
-    grad_out_tile.load(head_grad_out, channels, first_query, seq, head_size);
-    const float dot = output_dot<kD>(head_grad_out, head_out, channels, first_query + row, seq, head_size, sub);
-    if (sub == 0) {
-      dot_tile[row] = dot;
-      lse_tile[row] = lse[head.lse_offset + min(first_query + row, seq - 1)];
-    }
-    __syncthreads();
-
-    const int rows = static_cast<int>(min(int64_t{kTile}, seq - first_query));
-    for (int r = 0; r < rows; ++r) {
-      float s = 0.0f, grad_p = 0.0f;
-#pragma unroll
-      for (int m = 0; m < kCols; m += 4) {
-        const Floats<4> q = q_tile.quad(r, sub, m), grad_o = grad_out_tile.quad(r, sub, m);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          s = fmaf(q.v[j], k[m + j], s);
-          grad_p = fmaf(grad_o.v[j], v[m + j], grad_p);
-        }
+  const int group_end = (kv + 1) * layout.group_size();
+  for (int h = kv * layout.group_size(); h < group_end; ++h) {
+    const T* q = qkv + layout.q_offset(b, h);
+    const T* head_grad_out = grad_out + layout.out_offset(b, h);
+    const T* head_out = out + layout.out_offset(b, h);
+    const float* head_lse = lse + layout.lse_offset(b, h);
+    for (int64_t first_query = first_key; first_query < seq; first_query += kTile) {
+      __syncthreads();  // the previous tile's readers are done
+      q_tile.load(q, ld, first_query, seq, head_size);
+      grad_out_tile.load(head_grad_out, out_ld, first_query, seq, head_size);
+      const float dot = output_dot<kD>(head_grad_out, head_out, out_ld, first_query + row, seq, head_size, sub);
+      if (sub == 0) {
+        dot_tile[row] = dot;
+        lse_tile[row] = head_lse[min(first_query + row, seq - 1)];
       }
-      s = group_sum(s) * scale;
-      grad_p = group_sum(grad_p);
-      const float p = j <= first_query + r ? expf(s - lse_tile[r]) : 0.0f;
-      const float grad_s = p * (grad_p - dot_tile[r]);
+      __syncthreads();
+
+      const int rows = static_cast<int>(min(int64_t{kTile}, seq - first_query));
+      for (int r = 0; r < rows; ++r) {
+        float s = 0.0f, grad_p = 0.0f;
 #pragma unroll
-      for (int m = 0; m < kCols; m += 4) {
-        const Floats<4> q = q_tile.quad(r, sub, m), grad_o = grad_out_tile.quad(r, sub, m);
+        for (int m = 0; m < kCols; m += 4) {
+          const Floats<4> q_quad = q_tile.quad(r, sub, m), grad_o = grad_out_tile.quad(r, sub, m);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          grad_v[m + j] = fmaf(p, grad_o.v[j], grad_v[m + j]);
-          grad_k[m + j] = fmaf(grad_s, q.v[j], grad_k[m + j]);
+          for (int e = 0; e < 4; ++e) {
+            s = fmaf(q_quad.v[e], k[m + e], s);
+            grad_p = fmaf(grad_o.v[e], v[m + e], grad_p);
+          }
+        }
+        s = group_sum(s) * scale;
+        grad_p = group_sum(grad_p);
+        const float p = j <= first_query + r ? expf(s - lse_tile[r]) : 0.0f;
+        const float grad_s = p * (grad_p - dot_tile[r]);
+#pragma unroll
+        for (int m = 0; m < kCols; m += 4) {
+          const Floats<4> q_quad = q_tile.quad(r, sub, m), grad_o = grad_out_tile.quad(r, sub, m);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            grad_v[m + e] = fmaf(p, grad_o.v[e], grad_v[m + e]);
+            grad_k[m + e] = fmaf(grad_s, q_quad.v[e], grad_k[m + e]);
+          }
         }
       }
     }
   }
 
   if (j >= seq) return;
-  T* grad_q_base = grad_qkv + (head.q - qkv);
-  T* grad_k_row = grad_q_base + channels + j * head.qkv_ld;
-  T* grad_v_row = grad_q_base + 2 * channels + j * head.qkv_ld;
+  T* grad_k_row = grad_qkv + layout.k_offset(b, kv) + j * ld;
+  T* grad_v_row = grad_qkv + layout.v_offset(b, kv) + j * ld;
 #pragma unroll
   for (int m = 0; m < kCols; ++m) {
     const int c = sub + kSplit * m;
@@ -278,29 +292,30 @@ template <int kD, typename T>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_query_kernel(T* __restrict__ grad_qkv, const T* __restrict__ grad_out,
                                     const T* __restrict__ qkv, const T* __restrict__ out,
-                                    const float* __restrict__ lse, int64_t seq, int64_t channels, int heads,
-                                    int head_size, float scale) {
+                                    const float* __restrict__ lse, AttentionLayout layout, float scale) {
   constexpr int kCols = kD / kSplit;
   __shared__ Tile<kD> k_tile, v_tile;
-  const HeadView<T> head(qkv, seq, channels, heads, head_size);
+  const QueryHeadView<T> head(qkv, layout);
+  const int64_t seq = layout.seq, ld = layout.qkv_ld(), out_ld = layout.out_ld();
+  const int head_size = layout.head_size;
   const int row = static_cast<int>(threadIdx.x) / kSplit, sub = static_cast<int>(threadIdx.x) % kSplit;
   const int64_t first_query = tile_start();
   const int64_t i = first_query + row;
   const T* head_grad_out = grad_out + head.out_offset;
 
   float q[kCols], grad_o[kCols], grad_q[kCols];
-  load_columns<kD>(q, head.q, head.qkv_ld, i, seq, head_size, sub);
-  load_columns<kD>(grad_o, head_grad_out, channels, i, seq, head_size, sub);
+  load_columns<kD>(q, head.q, ld, i, seq, head_size, sub);
+  load_columns<kD>(grad_o, head_grad_out, out_ld, i, seq, head_size, sub);
 #pragma unroll
   for (int m = 0; m < kCols; ++m) grad_q[m] = 0.0f;
-  const float dot = output_dot<kD>(head_grad_out, out + head.out_offset, channels, i, seq, head_size, sub);
+  const float dot = output_dot<kD>(head_grad_out, out + head.out_offset, out_ld, i, seq, head_size, sub);
   const float row_lse = lse[head.lse_offset + min(i, seq - 1)];
 
   const int64_t key_end = min(seq, first_query + kTile);
   for (int64_t first_key = 0; first_key < key_end; first_key += kTile) {
     __syncthreads();  // the previous tile's readers are done
-    k_tile.load(head.k(), head.qkv_ld, first_key, seq, head_size);
-    v_tile.load(head.v(), head.qkv_ld, first_key, seq, head_size);
+    k_tile.load(head.k, ld, first_key, seq, head_size);
+    v_tile.load(head.v, ld, first_key, seq, head_size);
     __syncthreads();
 #pragma unroll 4
     for (int jj = 0; jj < kTile; ++jj) {
@@ -329,7 +344,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   if (i >= seq) return;
-  T* grad_q_row = grad_qkv + (head.q - qkv) + i * head.qkv_ld;
+  T* grad_q_row = grad_qkv + (head.q - qkv) + i * ld;
 #pragma unroll
   for (int m = 0; m < kCols; ++m) {
     const int c = sub + kSplit * m;
@@ -337,34 +352,39 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The grid, head size and scale of a call; grid.x == 0 when there is nothing to do.
-struct AttentionShape {
-  dim3 grid;
-  int head_size;
+// The grids, the scale and the padded head size of a call; nothing to do when `empty`.
+struct Launch {
+  AttentionLayout layout;
+  dim3 query_grid;  // a block per query tile of each (sequence, query head)
+  dim3 key_grid;    // a block per key tile of each (sequence, key/value head)
   float scale;
-  int padded;  // kD: the head size rounded up to 32, 64 or 128
+  int padded;       // kD: the head size rounded up to 32, 64 or 128
+  bool empty;
 };
 
-AttentionShape attention_shape(int64_t batch, int64_t seq, int64_t channels, int64_t heads) {
-  if (heads <= 0 || channels % heads != 0)
-    throw std::invalid_argument("attention: channels (" + std::to_string(channels) + ") not a multiple of heads (" +
-                                std::to_string(heads) + ")");
-  const int64_t head_size = channels / heads;
-  if (head_size > kMaxHeadSize)
-    throw std::invalid_argument("attention on CUDA: head size " + std::to_string(head_size) + " over " +
+Launch launch_of(const AttentionShape& shape) {
+  require_valid_attention(shape);
+  if (shape.head_size > kMaxHeadSize)
+    throw std::invalid_argument("attention on CUDA: head size " + std::to_string(shape.head_size) + " over " +
                                 std::to_string(kMaxHeadSize));
-  const int64_t tiles = ceil_div(seq, kTile);
-  if (tiles > 65535) throw std::invalid_argument("attention on CUDA: seq " + std::to_string(seq) + " too long");
-  const int padded = head_size <= 32 ? 32 : head_size <= 64 ? 64 : 128;
-  const int64_t grid_x = batch * seq == 0 || head_size == 0 ? 0 : batch * heads;
-  return {dim3(static_cast<unsigned int>(grid_x), static_cast<unsigned int>(tiles)), static_cast<int>(head_size),
-          1.0f / std::sqrt(static_cast<float>(head_size)), padded};
+  const int64_t tiles = ceil_div(shape.seq, kTile);
+  if (tiles > 65535) throw std::invalid_argument("attention on CUDA: seq " + std::to_string(shape.seq) + " too long");
+  const auto grid = [&](int64_t heads) {
+    return dim3(static_cast<unsigned int>(shape.batch * heads), static_cast<unsigned int>(tiles));
+  };
+  const int64_t head_size = shape.head_size;
+  return {attention_layout(shape),
+          grid(shape.heads),
+          grid(shape.kv_heads),
+          1.0f / std::sqrt(static_cast<float>(head_size)),
+          head_size <= 32 ? 32 : head_size <= 64 ? 64 : 128,
+          shape.batch * shape.seq == 0 || head_size == 0};
 }
 
-// body(std::integral_constant<int, kD>) for the shape's padded head size.
+// body(std::integral_constant<int, kD>) for the call's padded head size.
 template <typename Body>
-void with_padded_head(const AttentionShape& shape, Body body) {
-  switch (shape.padded) {
+void with_padded_head(const Launch& call, Body body) {
+  switch (call.padded) {
     case 32: body(std::integral_constant<int, 32>{}); break;
     case 64: body(std::integral_constant<int, 64>{}); break;
     default: body(std::integral_constant<int, 128>{}); break;
@@ -373,45 +393,41 @@ void with_padded_head(const AttentionShape& shape, Body body) {
 
 }  // namespace
 
-void attention_forward(Stream stream, TypedPtr out, float* lse, ConstTypedPtr qkv, int64_t batch, int64_t seq,
-                       int64_t channels, int64_t heads) {
-  const AttentionShape shape = attention_shape(batch, seq, channels, heads);
-  if (shape.grid.x == 0) return;
+void attention_forward(Stream stream, TypedPtr out, float* lse, ConstTypedPtr qkv, const AttentionShape& shape) {
+  const Launch call = launch_of(shape);
+  if (call.empty) return;
   const ElementType type = one_element_type("attention_forward", {out, qkv});
-  if (flash_attention_usable(type, channels, heads, {out.data, qkv.data})) {
-    flash_attention_forward(cuda_stream(stream), typed<__nv_bfloat16>(out), lse, typed<__nv_bfloat16>(qkv), batch, seq,
-                   channels, heads);
+  if (flash_attention_usable(type, shape, {out.data, qkv.data})) {
+    flash_attention_forward(cuda_stream(stream), typed<__nv_bfloat16>(out), lse, typed<__nv_bfloat16>(qkv), shape);
     return;
   }
   with_element_type(type, [&](auto type) {
     using T = typename decltype(type)::type;
-    with_padded_head(shape, [&](auto padded) {
-      launch(cuda_stream(stream), shape.grid, kThreads, attention_forward_kernel<padded(), T>, typed<T>(out), lse,
-             typed<T>(qkv), seq, channels, static_cast<int>(heads), shape.head_size, shape.scale);
+    with_padded_head(call, [&](auto padded) {
+      launch(cuda_stream(stream), call.query_grid, kThreads, attention_forward_kernel<padded(), T>, typed<T>(out), lse,
+             typed<T>(qkv), call.layout, call.scale);
     });
   });
 }
 
 void attention_backward(Stream stream, TypedPtr grad_qkv, ConstTypedPtr grad_out, ConstTypedPtr qkv, ConstTypedPtr out,
-                        const float* lse, int64_t batch, int64_t seq, int64_t channels, int64_t heads) {
-  const AttentionShape shape = attention_shape(batch, seq, channels, heads);
-  if (shape.grid.x == 0) return;
+                        const float* lse, const AttentionShape& shape) {
+  const Launch call = launch_of(shape);
+  if (call.empty) return;
   const ElementType type = one_element_type("attention_backward", {grad_qkv, grad_out, qkv, out});
-  if (flash_attention_usable(type, channels, heads, {grad_qkv.data, grad_out.data, qkv.data, out.data})) {
+  if (flash_attention_usable(type, shape, {grad_qkv.data, grad_out.data, qkv.data, out.data})) {
     flash_attention_backward(cuda_stream(stream), typed<__nv_bfloat16>(grad_qkv), typed<__nv_bfloat16>(grad_out),
-                    typed<__nv_bfloat16>(qkv), typed<__nv_bfloat16>(out), lse, batch, seq, channels, heads);
+                             typed<__nv_bfloat16>(qkv), typed<__nv_bfloat16>(out), lse, shape);
     return;
   }
   with_element_type(type, [&](auto type) {
     using T = typename decltype(type)::type;
-    with_padded_head(shape, [&](auto padded) {
+    with_padded_head(call, [&](auto padded) {
       const cudaStream_t cuda = cuda_stream(stream);
-      launch(cuda, shape.grid, kThreads, attention_backward_key_kernel<padded(), T>, typed<T>(grad_qkv),
-             typed<T>(grad_out), typed<T>(qkv), typed<T>(out), lse, seq, channels, static_cast<int>(heads),
-             shape.head_size, shape.scale);
-      launch(cuda, shape.grid, kThreads, attention_backward_query_kernel<padded(), T>, typed<T>(grad_qkv),
-             typed<T>(grad_out), typed<T>(qkv), typed<T>(out), lse, seq, channels, static_cast<int>(heads),
-             shape.head_size, shape.scale);
+      launch(cuda, call.key_grid, kThreads, attention_backward_key_kernel<padded(), T>, typed<T>(grad_qkv),
+             typed<T>(grad_out), typed<T>(qkv), typed<T>(out), lse, call.layout, call.scale);
+      launch(cuda, call.query_grid, kThreads, attention_backward_query_kernel<padded(), T>, typed<T>(grad_qkv),
+             typed<T>(grad_out), typed<T>(qkv), typed<T>(out), lse, call.layout, call.scale);
     });
   });
 }

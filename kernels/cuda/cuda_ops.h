@@ -22,16 +22,15 @@ namespace trainctl::cuda_kernels {
 // The seam's Stream as CUDA's: a null handle is the legacy default stream.
 inline cudaStream_t cuda_stream(Stream stream) { return static_cast<cudaStream_t>(stream.handle); }
 
-// flash_attention.cu: causal attention in bf16 on tensor cores, which the attention ops call where
-// flash_attention_usable says the tensors suit it (bf16, head size 16, 32, 64 or 128, rows and
-// heads 16-byte aligned); the same contracts as the ops'.
-bool flash_attention_usable(ElementType type, int64_t channels, int64_t heads,
-                            std::initializer_list<const void*> tensors);
+// flash_attention.cu: causal attention in bf16 on tensor cores, multi-head or grouped-query, which
+// the attention ops call where flash_attention_usable says the tensors suit it (bf16, head size 16,
+// 32, 64 or 128, tensors 16-byte aligned); the same contracts as the ops'.
+bool flash_attention_usable(ElementType type, const AttentionShape& shape, std::initializer_list<const void*> tensors);
 void flash_attention_forward(cudaStream_t stream, __nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv,
-                             int64_t batch, int64_t seq, int64_t channels, int64_t heads);
+                             const AttentionShape& shape);
 void flash_attention_backward(cudaStream_t stream, __nv_bfloat16* grad_qkv, const __nv_bfloat16* grad_out,
-                              const __nv_bfloat16* qkv, const __nv_bfloat16* out, const float* lse, int64_t batch,
-                              int64_t seq, int64_t channels, int64_t heads);
+                              const __nv_bfloat16* qkv, const __nv_bfloat16* out, const float* lse,
+                              const AttentionShape& shape);
 
 // blas.cu: destroys the cached GEMM plans and the cuBLASLt handle (when the rank lets go of its
 // device).

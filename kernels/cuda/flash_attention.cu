@@ -1,7 +1,9 @@
 // Causal attention in bf16 on tensor cores, FlashAttention-2's design (attention.cu's ops call it,
-// through cuda_ops.h, for bf16 tensors with a head size of 16, 32, 64 or 128): a block takes a tile of 64 queries
-// (forward, and the dQ pass of backward) or 64 keys (the dK, dV pass) of one (batch, head), four
-// warps of 16 rows each. Its Q, K, V (and dO) tiles come into shared memory by cp.async, rows past
+// through cuda_ops.h, for bf16 tensors with a head size of 16, 32, 64 or 128), multi-head or
+// grouped-query: a block takes a tile of 64 queries of one (sequence, query head) (forward, and the
+// dQ pass of backward) or 64 keys of one (sequence, key/value head) (the dK, dV pass), four warps
+// of 16 rows each; a query head reads its key/value head's columns of qkv in place
+// (attention_layout.cuh). Its Q, K, V (and dO) tiles come into shared memory by cp.async, rows past
 // the sequence as zeros; every product runs on tensor cores (mma.sync m16n8k16, bf16 operands from
 // ldmatrix, fp32 accumulators): S = Q K^T, O += P V in the forward, and in the backward P's
 // recomputation, dV += P^T dO, dP = dO V^T, dK += dS^T Q, dQ += dS K. The softmax is online, in
@@ -10,7 +12,8 @@
 // which the backward recomputes P exactly as the forward formed it. Key tiles above the diagonal
 // are skipped, and in the diagonal tile and past the sequence's end the scores are masked.
 // Deterministic: each block owns what it writes, loops run in a fixed order, no atomics; the two
-// backward passes (by key tiles, then by query tiles) each recompute what they need. P and dS are
+// backward passes (by key tiles, then by query tiles) each recompute what they need, the first
+// summing a key/value head's dK and dV over its group's query heads in their order. P and dS are
 // rounded to bf16 as the operands of their products (as FlashAttention does); everything else
 // sums in fp32.
 #include <cuda_bf16.h>
@@ -21,6 +24,7 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "cuda/attention_layout.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/device_scratch.h"
 #include "cuda/kernel_common.cuh"
@@ -117,25 +121,9 @@ __device__ inline float row_sum(float value) {
   return value + __shfl_xor_sync(0xffffffffu, value, 2);
 }
 
-// The shape of one attention call and one (batch, head), blockIdx.x's.
-struct Shape {
-  int64_t seq, channels;
-  int heads, head_size;
+// One attention call's layout, and its scores' scale.
+struct Shape : AttentionLayout {
   float scale_log2;  // log2(e) / sqrt(head_size): scores pre-scaled for exp2
-
-  __device__ int64_t qkv_ld() const { return 3 * channels; }
-  // Of the head's q columns in qkv (k and v follow at + channels, + 2 channels).
-  __device__ int64_t qkv_offset() const {
-    const int64_t b = blockIdx.x / heads, h = blockIdx.x % heads;
-    return b * seq * qkv_ld() + h * head_size;
-  }
-  // Of the head's columns in out and its gradient (row stride channels).
-  __device__ int64_t out_offset() const {
-    const int64_t b = blockIdx.x / heads, h = blockIdx.x % heads;
-    return b * seq * channels + h * head_size;
-  }
-  // Of the head's row in lse and in the rows' dO . O.
-  __device__ int64_t row_offset() const { return int64_t{blockIdx.x} * seq; }
 };
 
 // The row's lane-held position: a C fragment's element e (0 to 3) is at row g + 8 (e / 2), column
@@ -155,7 +143,10 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(__nv_bfloat16* __rest
   const Tile<kD> q_tile{shared}, k_tile{shared + Tile<kD>::kElements}, v_tile{shared + 2 * Tile<kD>::kElements};
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int64_t first_query = reversed_tile() * kRows;
-  const __nv_bfloat16* q = qkv + shape.qkv_offset();
+  const auto [sequence, h] = shape.block_query_head();
+  const __nv_bfloat16* q = qkv + shape.q_offset(sequence, h);
+  const __nv_bfloat16* k_head = qkv + shape.k_offset(sequence, shape.kv_head(h));
+  const __nv_bfloat16* v_head = qkv + shape.v_offset(sequence, shape.kv_head(h));
   const int64_t ld = shape.qkv_ld();
 
   q_tile.load(q, ld, first_query, shape.seq);
@@ -166,8 +157,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(__nv_bfloat16* __rest
   const int64_t key_end = min(shape.seq, first_query + kRows);
   for (int64_t first_key = 0; first_key < key_end; first_key += kRows) {
     __syncthreads();  // the previous tiles' readers are done
-    k_tile.load(q + shape.channels, ld, first_key, shape.seq);
-    v_tile.load(q + 2 * shape.channels, ld, first_key, shape.seq);
+    k_tile.load(k_head, ld, first_key, shape.seq);
+    v_tile.load(v_head, ld, first_key, shape.seq);
     cp_async_commit_group();
     cp_async_wait_group<0>();
     __syncthreads();
@@ -223,30 +214,31 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(__nv_bfloat16* __rest
   }
 
   // out = O / sum, and lse = (max + log2(sum)) ln 2, for the rows inside the sequence.
-  __nv_bfloat16* out_head = out + shape.out_offset();
+  __nv_bfloat16* out_head = out + shape.out_offset(sequence, h);
   for (int half = 0; half < 2; ++half) {
     const int64_t query = first_query + 16 * warp + lane_index() / 4 + 8 * half;
     if (query >= shape.seq) continue;
     const float inverse_sum = 1.0f / sums[half];
     for (int n = 0; n < kD / 8; ++n) {
       const int column = 8 * n + 2 * (lane_index() % 4);
-      __nv_bfloat16* destination = out_head + query * shape.channels + column;
+      __nv_bfloat16* destination = out_head + query * shape.out_ld() + column;
       destination[0] = __float2bfloat16_rn(o[n][2 * half] * inverse_sum);
       destination[1] = __float2bfloat16_rn(o[n][2 * half + 1] * inverse_sum);
     }
-    if (lane_index() % 4 == 0) lse[shape.row_offset() + query] = (maxima[half] + log2f(sums[half])) * kLn2;
+    if (lane_index() % 4 == 0)
+      lse[shape.lse_offset(sequence, h) + query] = (maxima[half] + log2f(sums[half])) * kLn2;
   }
 }
 
 // Backward, first: each row's dO . O, a warp per row (grid-stride over the batch x heads x seq
-// rows), in fp32 from the bf16 tensors; both passes read it.
+// rows, lse's order), in fp32 from the bf16 tensors; both passes read it.
 template <int kD>
 __global__ void output_dot_kernel(float* __restrict__ dots, const __nv_bfloat16* __restrict__ grad_out,
                                   const __nv_bfloat16* __restrict__ out, int64_t rows, Shape shape) {
   for (int64_t row = grid_warp_index(); row < rows; row += grid_warp_count()) {
     const int64_t head_row = row / shape.seq, t = row % shape.seq;
     const int64_t b = head_row / shape.heads, h = head_row % shape.heads;
-    const int64_t offset = (b * shape.seq + t) * shape.channels + h * shape.head_size;
+    const int64_t offset = (b * shape.seq + t) * shape.out_ld() + h * shape.head_size;
     float dot = 0.0f;
     for (int c = lane_index(); c < kD; c += kWarpSize)
       dot += __bfloat162float(grad_out[offset + c]) * __bfloat162float(out[offset + c]);
@@ -298,12 +290,15 @@ struct QueryValues {
   float* lse_log2;
   float* dots;
 
-  __device__ void load(const float* lse, const float* dots_source, int64_t first_query, const Shape& shape) const {
+  // Of the query tile from first_query on, of the query head whose rows of lse and of the dots
+  // start at row_offset.
+  __device__ void load(const float* lse, const float* dots_source, int64_t row_offset, int64_t first_query,
+                       int64_t seq) const {
     for (int r = static_cast<int>(threadIdx.x); r < kRows; r += kThreads) {
       const int64_t query = first_query + r;
-      const bool inside = query < shape.seq;
-      lse_log2[r] = inside ? lse[shape.row_offset() + query] * kLog2E : 0.0f;
-      dots[r] = inside ? dots_source[shape.row_offset() + query] : 0.0f;
+      const bool inside = query < seq;
+      lse_log2[r] = inside ? lse[row_offset + query] * kLog2E : 0.0f;
+      dots[r] = inside ? dots_source[row_offset + query] : 0.0f;
     }
   }
 };
@@ -325,9 +320,10 @@ __device__ inline void store_rows(__nv_bfloat16* base, int64_t ld, int64_t first
   }
 }
 
-// The dK, dV pass. Grid: x = batch * heads, y = key tiles; each warp owns 16 keys and accumulates
-// their dK and dV over the query tiles from the key tile's own (causal) to the last, in order.
-// Shared memory: the K, V, Q and dO tiles, and the query tile's lse and dO . O.
+// The dK, dV pass. Grid: x = batch * kv_heads, y = key tiles; each warp owns 16 keys and
+// accumulates their dK and dV over the query heads of the key/value head's group in order and, for
+// each, over the query tiles from the key tile's own (causal) to the last, in order. Shared memory:
+// the K, V, Q and dO tiles, and the query tile's lse and dO . O.
 template <int kD>
 __global__ void __launch_bounds__(kThreads)
     key_gradients_kernel(__nv_bfloat16* __restrict__ grad_qkv, const __nv_bfloat16* __restrict__ grad_out,
@@ -340,51 +336,52 @@ __global__ void __launch_bounds__(kThreads)
                            reinterpret_cast<float*>(shared + 4 * Tile<kD>::kElements) + kRows};
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int64_t first_key = reversed_tile() * kRows;
-  const __nv_bfloat16* q = qkv + shape.qkv_offset();
-  const __nv_bfloat16* grad_out_head = grad_out + shape.out_offset();
+  const auto [sequence, kv] = shape.block_kv_head();
   const int64_t ld = shape.qkv_ld();
 
-  k_tile.load(q + shape.channels, ld, first_key, shape.seq);
-  v_tile.load(q + 2 * shape.channels, ld, first_key, shape.seq);
+  k_tile.load(qkv + shape.k_offset(sequence, kv), ld, first_key, shape.seq);
+  v_tile.load(qkv + shape.v_offset(sequence, kv), ld, first_key, shape.seq);
   cp_async_commit_group();
 
   float grad_k[kD / 8][4] = {}, grad_v[kD / 8][4] = {};
-  for (int64_t first_query = first_key; first_query < shape.seq; first_query += kRows) {
-    __syncthreads();  // the previous tiles' readers are done
-    q_tile.load(q, ld, first_query, shape.seq);
-    grad_out_tile.load(grad_out_head, shape.channels, first_query, shape.seq);
-    cp_async_commit_group();
-    values.load(lse, dots, first_query, shape);
-    cp_async_wait_group<0>();
-    __syncthreads();
+  const int group_end = (kv + 1) * shape.group_size();
+  for (int h = kv * shape.group_size(); h < group_end; ++h)
+    for (int64_t first_query = first_key; first_query < shape.seq; first_query += kRows) {
+      __syncthreads();  // the previous tiles' readers are done
+      q_tile.load(qkv + shape.q_offset(sequence, h), ld, first_query, shape.seq);
+      grad_out_tile.load(grad_out + shape.out_offset(sequence, h), shape.out_ld(), first_query, shape.seq);
+      cp_async_commit_group();
+      values.load(lse, dots, shape.lse_offset(sequence, h), first_query, shape.seq);
+      cp_async_wait_group<0>();
+      __syncthreads();
 
-    // P^T and dP^T for the warp's 16 keys and the tile's 64 queries: K Q^T and V dO^T.
-    float p[kRows / 8][4] = {}, grad_p[kRows / 8][4] = {};
-    two_products(p, k_tile, q_tile, grad_p, v_tile, grad_out_tile, warp);
-    probabilities<kRows, false>(p, first_key + 16 * warp, first_query, values.lse_log2, shape);
-    // dS^T = P^T (dP^T - dO . O of the column's query).
-    for (int n = 0; n < kRows / 8; ++n)
-      for (int e = 0; e < 4; ++e) grad_p[n][e] = p[n][e] * (grad_p[n][e] - values.dots[8 * n + fragment_column(e)]);
+      // P^T and dP^T for the warp's 16 keys and the tile's 64 queries: K Q^T and V dO^T.
+      float p[kRows / 8][4] = {}, grad_p[kRows / 8][4] = {};
+      two_products(p, k_tile, q_tile, grad_p, v_tile, grad_out_tile, warp);
+      probabilities<kRows, false>(p, first_key + 16 * warp, first_query, values.lse_log2, shape);
+      // dS^T = P^T (dP^T - dO . O of the column's query).
+      for (int n = 0; n < kRows / 8; ++n)
+        for (int e = 0; e < 4; ++e)
+          grad_p[n][e] = p[n][e] * (grad_p[n][e] - values.dots[8 * n + fragment_column(e)]);
 
-    // dV += P^T dO and dK += dS^T Q, over the tile's queries 16 at a time.
-    for (int k = 0; k < kRows / 16; ++k) {
-      uint32_t p_a[4], grad_s_a[4];
-      a_from_c(p_a, p[2 * k], p[2 * k + 1]);
-      a_from_c(grad_s_a, grad_p[2 * k], grad_p[2 * k + 1]);
-      for (int n = 0; n < kD / 8; ++n) {
-        uint32_t b[2];
-        b_fragment_by_columns(b, grad_out_tile, 16 * k, 8 * n);
-        mma_m16n8k16_bf16(grad_v[n], p_a, b, grad_v[n]);
-        b_fragment_by_columns(b, q_tile, 16 * k, 8 * n);
-        mma_m16n8k16_bf16(grad_k[n], grad_s_a, b, grad_k[n]);
+      // dV += P^T dO and dK += dS^T Q, over the tile's queries 16 at a time.
+      for (int k = 0; k < kRows / 16; ++k) {
+        uint32_t p_a[4], grad_s_a[4];
+        a_from_c(p_a, p[2 * k], p[2 * k + 1]);
+        a_from_c(grad_s_a, grad_p[2 * k], grad_p[2 * k + 1]);
+        for (int n = 0; n < kD / 8; ++n) {
+          uint32_t b[2];
+          b_fragment_by_columns(b, grad_out_tile, 16 * k, 8 * n);
+          mma_m16n8k16_bf16(grad_v[n], p_a, b, grad_v[n]);
+          b_fragment_by_columns(b, q_tile, 16 * k, 8 * n);
+          mma_m16n8k16_bf16(grad_k[n], grad_s_a, b, grad_k[n]);
+        }
       }
     }
-  }
   // dK = dS^T Q / sqrt(d): the scores' scale, which scale_log2 holds with log2(e).
   const float scale = shape.scale_log2 / kLog2E;
-  __nv_bfloat16* grad = grad_qkv + shape.qkv_offset();
-  store_rows<kD>(grad + shape.channels, ld, first_key + 16 * warp, shape.seq, grad_k, scale);
-  store_rows<kD>(grad + 2 * shape.channels, ld, first_key + 16 * warp, shape.seq, grad_v, 1.0f);
+  store_rows<kD>(grad_qkv + shape.k_offset(sequence, kv), ld, first_key + 16 * warp, shape.seq, grad_k, scale);
+  store_rows<kD>(grad_qkv + shape.v_offset(sequence, kv), ld, first_key + 16 * warp, shape.seq, grad_v, 1.0f);
 }
 
 // The dQ pass. Grid: x = batch * heads, y = query tiles; each warp owns 16 queries and accumulates
@@ -402,20 +399,22 @@ __global__ void __launch_bounds__(kThreads)
                            reinterpret_cast<float*>(shared + 4 * Tile<kD>::kElements) + kRows};
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int64_t first_query = reversed_tile() * kRows;
-  const __nv_bfloat16* q = qkv + shape.qkv_offset();
+  const auto [sequence, h] = shape.block_query_head();
+  const __nv_bfloat16* k_head = qkv + shape.k_offset(sequence, shape.kv_head(h));
+  const __nv_bfloat16* v_head = qkv + shape.v_offset(sequence, shape.kv_head(h));
   const int64_t ld = shape.qkv_ld();
 
-  q_tile.load(q, ld, first_query, shape.seq);
-  grad_out_tile.load(grad_out + shape.out_offset(), shape.channels, first_query, shape.seq);
+  q_tile.load(qkv + shape.q_offset(sequence, h), ld, first_query, shape.seq);
+  grad_out_tile.load(grad_out + shape.out_offset(sequence, h), shape.out_ld(), first_query, shape.seq);
   cp_async_commit_group();
-  values.load(lse, dots, first_query, shape);
+  values.load(lse, dots, shape.lse_offset(sequence, h), first_query, shape.seq);
 
   float grad_q[kD / 8][4] = {};
   const int64_t key_end = min(shape.seq, first_query + kRows);
   for (int64_t first_key = 0; first_key < key_end; first_key += kRows) {
     __syncthreads();  // the previous tiles' readers are done
-    k_tile.load(q + shape.channels, ld, first_key, shape.seq);
-    v_tile.load(q + 2 * shape.channels, ld, first_key, shape.seq);
+    k_tile.load(k_head, ld, first_key, shape.seq);
+    v_tile.load(v_head, ld, first_key, shape.seq);
     cp_async_commit_group();
     cp_async_wait_group<0>();
     __syncthreads();
@@ -439,7 +438,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  store_rows<kD>(grad_qkv + shape.qkv_offset(), ld, first_query + 16 * warp, shape.seq, grad_q,
+  store_rows<kD>(grad_qkv + shape.q_offset(sequence, h), ld, first_query + 16 * warp, shape.seq, grad_q,
                  shape.scale_log2 / kLog2E);
 }
 
@@ -454,13 +453,12 @@ void with_head_size(int64_t head_size, Body body) {
   }
 }
 
-Shape shape_of(int64_t seq, int64_t channels, int64_t heads) {
-  const int64_t head_size = channels / heads;
-  return {seq, channels, static_cast<int>(heads), static_cast<int>(head_size),
-          kLog2E / std::sqrt(static_cast<float>(head_size))};
+Shape shape_of(const AttentionShape& shape) {
+  return {attention_layout(shape), kLog2E / std::sqrt(static_cast<float>(shape.head_size))};
 }
 
-// batch * heads blocks across, the tiles of the sequence down.
+// batch * heads blocks across (a query head's, or with kv_heads a key/value head's), the tiles of
+// the sequence down.
 dim3 grid_of(int64_t batch, int64_t seq, int64_t heads) {
   return dim3(static_cast<unsigned int>(batch * heads), static_cast<unsigned int>(ceil_div(seq, kRows)));
 }
@@ -472,43 +470,41 @@ constexpr size_t tiles_bytes(int tiles) {
 
 }  // namespace
 
-bool flash_attention_usable(ElementType type, int64_t channels, int64_t heads,
-                            std::initializer_list<const void*> tensors) {
-  return type == ElementType::kBf16 && heads > 0 && channels % heads == 0 && head_size_supported(channels / heads) &&
-         channels % 8 == 0 && aligned_to(16, tensors);
+bool flash_attention_usable(ElementType type, const AttentionShape& shape, std::initializer_list<const void*> tensors) {
+  return type == ElementType::kBf16 && head_size_supported(shape.head_size) && aligned_to(16, tensors);
 }
 
 void flash_attention_forward(cudaStream_t stream, __nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv,
-                             int64_t batch, int64_t seq, int64_t channels, int64_t heads) {
-  with_head_size(channels / heads, [&](auto head_size) {
+                             const AttentionShape& shape) {
+  with_head_size(shape.head_size, [&](auto head_size) {
     constexpr int kD = head_size();
     constexpr size_t kShared = tiles_bytes<kD>(3);
     static const bool allowed = (allow_shared_memory(forward_kernel<kD>, kShared), true);
     static_cast<void>(allowed);
-    launch_with_shared_memory(stream, grid_of(batch, seq, heads), kThreads, kShared, forward_kernel<kD>, out, lse,
-                              qkv, shape_of(seq, channels, heads));
+    launch_with_shared_memory(stream, grid_of(shape.batch, shape.seq, shape.heads), kThreads, kShared,
+                              forward_kernel<kD>, out, lse, qkv, shape_of(shape));
   });
 }
 
 // Overwrites grad_qkv: the dK, dV pass writes every key's rows, the dQ pass every query's.
 void flash_attention_backward(cudaStream_t stream, __nv_bfloat16* grad_qkv, const __nv_bfloat16* grad_out,
-                              const __nv_bfloat16* qkv, const __nv_bfloat16* out, const float* lse, int64_t batch,
-                              int64_t seq, int64_t channels, int64_t heads) {
-  const Shape shape = shape_of(seq, channels, heads);
-  const int64_t rows = batch * heads * seq;
+                              const __nv_bfloat16* qkv, const __nv_bfloat16* out, const float* lse,
+                              const AttentionShape& shape) {
+  const Shape kernel_shape = shape_of(shape);
+  const int64_t rows = shape.batch * shape.heads * shape.seq;
   float* dots = scratch_of(stream).intermediates.get<float>(static_cast<size_t>(rows) * sizeof(float), stream);
-  with_head_size(channels / heads, [&](auto head_size) {
+  with_head_size(shape.head_size, [&](auto head_size) {
     constexpr int kD = head_size();
     constexpr size_t kShared = tiles_bytes<kD>(4) + 2 * kRows * sizeof(float);
     static const bool allowed = (allow_shared_memory(key_gradients_kernel<kD>, kShared),
                                  allow_shared_memory(query_gradients_kernel<kD>, kShared), true);
     static_cast<void>(allowed);
-    launch(stream, blocks_for_rows(rows), kBlockThreads, output_dot_kernel<kD>, dots, grad_out, out, rows, shape);
-    const dim3 grid = grid_of(batch, seq, heads);
-    launch_with_shared_memory(stream, grid, kThreads, kShared, key_gradients_kernel<kD>, grad_qkv, grad_out, qkv, lse,
-                              dots, shape);
-    launch_with_shared_memory(stream, grid, kThreads, kShared, query_gradients_kernel<kD>, grad_qkv, grad_out, qkv,
-                              lse, dots, shape);
+    launch(stream, blocks_for_rows(rows), kBlockThreads, output_dot_kernel<kD>, dots, grad_out, out, rows,
+           kernel_shape);
+    launch_with_shared_memory(stream, grid_of(shape.batch, shape.seq, shape.kv_heads), kThreads, kShared,
+                              key_gradients_kernel<kD>, grad_qkv, grad_out, qkv, lse, dots, kernel_shape);
+    launch_with_shared_memory(stream, grid_of(shape.batch, shape.seq, shape.heads), kThreads, kShared,
+                              query_gradients_kernel<kD>, grad_qkv, grad_out, qkv, lse, dots, kernel_shape);
   });
 }
 

@@ -244,8 +244,7 @@ void Gpt2::block_forward(int64_t block, Shape shape, bool write_output) {
   qkv.epilogue = Epilogue::kBias;
   qkv.bias = compute(block, kAttnBias);
   run(qkv);
-  attention_.attention_forward(stream_, a.attention.get(), a.lse.get(), a.qkv.get(), shape.batch, shape.seq,
-                               channels, spec_.n_head);
+  attention_.attention_forward(stream_, a.attention.get(), a.lse.get(), a.qkv.get(), attention_shape(shape));
   Gemm projection = matmul(false, false, rows, channels, channels, a.attention.get(),
                            compute(block, kAttnProjWeight), false, buffers.branch.get());
   projection.epilogue = Epilogue::kBias;
@@ -309,7 +308,7 @@ void Gpt2::block_backward(int64_t block, Shape shape) {
   weight_gradient(channels, channels, a.attention.get(), grad_read, kAttnProjWeight, kAttnProjBias);
   run(matmul(false, true, rows, channels, channels, grad_read, compute(block, kAttnProjWeight), false, grad_normed));
   attention_.attention_backward(stream_, grad_wide, grad_normed, a.qkv.get(), a.attention.get(), a.lse.get(),
-                                shape.batch, shape.seq, channels, spec_.n_head);
+                                attention_shape(shape));
   weight_gradient(channels, 3 * channels, a.ln1.get(), grad_wide, kAttnWeight, kAttnBias);
   run(matmul(false, true, rows, channels, 3 * channels, grad_wide, compute(block, kAttnWeight), false, grad_normed));
   norm_.layernorm_backward(stream_, grad, grad_copy, gradient(block, kLn1Weight), gradient(block, kLn1Bias),

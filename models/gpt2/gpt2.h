@@ -66,6 +66,10 @@ class Gpt2 : public LanguageModel {
     int64_t batch = 0, seq = 0;
     int64_t rows() const { return batch * seq; }
   };
+  // GPT-2's attention is multi-head: each query head has a key/value head of its own.
+  AttentionShape attention_shape(Shape shape) const {
+    return {shape.batch, shape.seq, spec_.n_head, spec_.n_head, spec_.n_embd / spec_.n_head};
+  }
 
   const float* parameter(int64_t block, BlockTensor tensor) { return weights_of(slice(block, tensor)); }
   // The tensor as the GEMMs read it (the compute copy in bf16).

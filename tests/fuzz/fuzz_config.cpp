@@ -28,13 +28,6 @@ namespace {
 // a sweep of kMaxSweepTasks (the benchmarks' case) keeps the fuzzer fast.
 constexpr int64_t kMaxTasksChecked = 64;
 
-int64_t task_count(const trainctl::SweepSpec& sweep) {
-  int64_t tasks = sweep.samples;
-  for (const trainctl::SweepParameter& parameter : sweep.parameters)
-    if (parameter.kind == trainctl::SweepParameter::Kind::kGrid) tasks *= static_cast<int64_t>(parameter.values.size());
-  return tasks;
-}
-
 class ConfigMemoryFile {
  public:
   ConfigMemoryFile() : fd_(memfd_create("fuzz-config.toml", MFD_CLOEXEC)) {
@@ -70,11 +63,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const trainctl::Config config = trainctl::load_config(file.hold(data, size));
     if (config.program) {
-      // Once the config is read, filling in the placeholders cannot fail.
-      trainctl::program_argv(*config.program, trainctl::RunLayout("/scratch/runs/fuzz"));
+      // Once the config is read, filling in the placeholders cannot fail (given a step budget, as
+      // a scheduled sweep's batch script gives one: a config reading it without a schedule is
+      // refused).
+      trainctl::program_argv(*config.program, trainctl::RunLayout("/scratch/runs/fuzz"), 1);
       trainctl::params_json_text(*config.program);
     }
-    if (config.sweep && task_count(*config.sweep) <= kMaxTasksChecked) {
+    if (config.sweep && trainctl::sweep_task_count(*config.sweep) <= kMaxTasksChecked) {
       const std::vector<trainctl::SweepTask> tasks = trainctl::expand_sweep(*config.sweep);
       trainctl::for_each_task_config(
           config.table, *config.sweep, tasks,

@@ -47,7 +47,7 @@ bash -n quoted.sbatch
 # A [program]'s command: an unknown placeholder is a config error; the command never reaches the
 # script (trainctl-launch reads it from the run directory), and a missing workdir fails preflight.
 printf '[job]\nname = "own"\n[program]\ncommand = ["python3", "--lr={params.lrr}"]\n[params]\nlr = 1\n' >own.toml
-expect_error 2 "trainctl: own.toml:4:23: program.command: element 1 (\"--lr={params.lrr}\"): unknown placeholder {params.lrr} (did you mean {params.lr}?); the placeholders are {run_dir}, {checkpoint_dir} and {params.NAME} for a key NAME of [params]; write {{ and }} for literal braces" \
+expect_error 2 "trainctl: own.toml:4:23: program.command: element 1 (\"--lr={params.lrr}\"): unknown placeholder {params.lrr} (did you mean {params.lr}?); the placeholders are {run_dir}, {checkpoint_dir}, {params.NAME} for a key NAME of [params] and, in a sweep with [sweep.schedule], {budget.steps}; write {{ and }} for literal braces" \
   "$TRAINCTL" submit own.toml
 sed -i 's/params.lrr/params.lr/; s/^command = \["python3",/command = ["python3", "$(touch pwned)",/' own.toml
 "$TRAINCTL" render own.toml -o own.sbatch

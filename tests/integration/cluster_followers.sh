@@ -6,7 +6,9 @@
 #   wait while it trains, and still wait while it is requeued after a signal; they start once it
 #   has completed, the export writes model.safetensors of the final step, and `trainctl eval` of a
 #   checkpoint gives the validation loss the run logged at that step within 1e-6 relative;
-# - the training job's [notify] webhook refuses connections: the job completes all the same.
+# - the training job's [notify] webhook refuses connections: the job completes all the same;
+# - runs whose run.json name each other as predecessors, and one that names itself: `status`
+#   shows each with the loop named, exit 0.
 source "$(dirname "$0")/lib.sh"
 require_cluster 1
 make_data
@@ -116,4 +118,21 @@ assert result["world_size"] == 2 and result["step"] == 30, result
 assert abs(result["val_loss"] - val_loss) <= 1e-6 * abs(val_loss), (result["val_loss"], val_loss)
 print(f"eval of step 30: {result['val_loss']!r}, logged {val_loss!r}")
 PY
+
+# Predecessor loops, as run directories written by hand (or by an older trainctl) can hold them.
+/usr/bin/python3 - "$work" "$orphan" "$after" <<'PY'
+import json, sys
+work, orphan, after = sys.argv[1:]
+def wait(run, predecessor, job):
+    path = f"{work}/runs/{run}/run.json"
+    record = json.load(open(path))
+    record["after"] = {"run": f"{work}/runs/{predecessor}", "job": job, "condition": "ok"}
+    json.dump(record, open(path, "w"))
+wait("fails", "orphan", orphan)
+wait("after", "after", after)
+PY
+"$TRAINCTL" status runs/fails runs/orphan runs/after >loops.txt || fail "status of the loops exited $?: $(cat loops.txt)"
+grep -qF "predecessor loop: $work/runs/fails waits for $work/runs/orphan, which waits for $work/runs/fails" loops.txt &&
+  grep -qF "predecessor loop: $work/runs/orphan waits for $work/runs/fails, which waits for $work/runs/orphan" loops.txt &&
+  grep -qF "predecessor loop: $work/runs/after waits for itself" loops.txt || fail "status of the loops: $(cat loops.txt)"
 echo "PASS"

@@ -54,7 +54,7 @@ for option in --resume --run-dir --no-preflight; do
   [[ " $submit_options " == *" $option "* ]] || fail "trainctl submit --help lacks $option: $submit_options"
 done
 expect_completions "$submit_options" trainctl submit --
-expect_completions "best_val_loss loss task" trainctl sweep status --sort ''
+expect_completions "best_val_loss loss rung task" trainctl sweep status --sort ''
 
 mkdir -p tree/runs/first && touch tree/job.toml tree/notes.txt
 cd tree

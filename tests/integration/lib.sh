@@ -171,6 +171,18 @@ wait_for_file() {
   done
 }
 
+# wait_for_test_jobs TIMEOUT: waits until no job submitted from this test's directory is queued or
+# running: a scheduled sweep's running tasks submit arrays of their own.
+wait_for_test_jobs() {
+  local deadline=$((SECONDS + $1)) queued
+  while :; do
+    queued=$(squeue -h -o '%Z' 2>/dev/null) || queued=$work  # no answer: not yet known to be done
+    grep -qxF "$work" <<<"$queued" || return 0
+    [ $SECONDS -lt $deadline ] || { squeue >&2; fail "jobs of this test still queued after $1 s"; }
+    sleep 1
+  done
+}
+
 submit() {
   local output
   output=$("$TRAINCTL" submit "$@") || fail "submit $*: $output"

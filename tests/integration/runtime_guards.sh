@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the runtime refuses or stops on:
-#  - a loss that turns NaN or infinite stops the run with the step named and exit 1; nothing is
-#    saved after it, and the last good checkpoint still verifies and resumes;
+#  - a loss that turns NaN or infinite stops the run with the step named and exit 1, logged as
+#    null; nothing is saved after it, and the last good checkpoint still verifies and resumes;
 #  - train.device = "cuda" without GPUs: `validate` asks for one rank per GPU (exit 2, naming the
 #    key), and the runtime names why it cannot use CUDA here (exit 2): no GPU visible, or a build
 #    without CUDA.
@@ -14,6 +14,8 @@ write_config diverging.toml diverging job.ranks_per_node=1 train.optimizer='"sgd
 expect_exit 1 "$TRAINCTL" run diverging.toml
 bad_step=$(sed -nE 's/.*the training loss is (-?nan|-?inf) at step ([0-9]+);.*/\2/p' err.txt)
 [ -n "$bad_step" ] || fail "no message naming the step: $(cat err.txt)"
+# Logged, as null, for a sweep's schedule to stop the trial on (docs/sweeps.md).
+grep -q "^{\"step\":$bad_step,\"loss\":null," runs/diverging/metrics.jsonl || fail "the bad loss is not logged as null"
 last_saved=$(ls runs/diverging/checkpoints/*.h5 | sed -E 's/.*step-0*([0-9]+)\.h5/\1/' | sort -n | tail -n 1)
 [ "$last_saved" -eq $((bad_step - 1)) ] || fail "loss went bad at step $bad_step but the last checkpoint is $last_saved"
 "$TRAINCTL" ckpt verify runs/diverging >/dev/null || fail "the checkpoints before the bad step do not verify"
