@@ -121,21 +121,18 @@ const Allocation* find_allocation(const void* address, size_t bytes) {
   return start + bytes <= end && start + bytes > start ? &allocation : nullptr;
 }
 
+// Read at each call, as CUDA_VISIBLE_DEVICES is: allocations are few.
 size_t device_memory_bytes() {
-  static const size_t bytes = [] {
-    constexpr size_t kDefaultMebibytes = size_t{80} << 10;
-    const char* value = std::getenv("TRAINCTL_CUDA_ON_CPU_MEMORY_MIB");
-    if (value == nullptr || *value == '\0') return kDefaultMebibytes << 20;
-    char* end = nullptr;
-    const unsigned long long mebibytes = std::strtoull(value, &end, 10);
-    if (*end != '\0' || mebibytes == 0 || mebibytes > (size_t{1} << 24)) {
-      std::fprintf(stderr, "cuda_on_cpu: TRAINCTL_CUDA_ON_CPU_MEMORY_MIB=\"%s\" is not a size in MiB (1 to 2^24)\n",
-                   value);
-      std::abort();
-    }
-    return static_cast<size_t>(mebibytes) << 20;
-  }();
-  return bytes;
+  constexpr size_t kDefaultMebibytes = size_t{80} << 10;
+  const char* value = std::getenv("TRAINCTL_CUDA_ON_CPU_MEMORY_MIB");
+  if (value == nullptr || *value == '\0') return kDefaultMebibytes << 20;
+  char* end = nullptr;
+  const unsigned long long mebibytes = std::strtoull(value, &end, 10);
+  if (*end != '\0' || mebibytes == 0 || mebibytes > (size_t{1} << 24)) {
+    std::fprintf(stderr, "cuda_on_cpu: TRAINCTL_CUDA_ON_CPU_MEMORY_MIB=\"%s\" is not a size in MiB (1 to 2^24)\n", value);
+    std::abort();
+  }
+  return static_cast<size_t>(mebibytes) << 20;
 }
 
 void* allocate_device(size_t bytes) {
