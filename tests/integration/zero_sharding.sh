@@ -16,7 +16,8 @@
 #    stopping (stopping every run at step 10) and keep_best, whose best checkpoint is a linked
 #    step directory; zero = 3 also with reshard_after_forward = false; and GPT-2 on device = "cuda"
 #    over the CPU implementation of CUDA, where the collectives are NCCL's calls (NCCL over MPI).
-#    Bitwise throughout, since a sum of two addends is the same in any order.
+#    Bitwise throughout, since a sum of two addends is the same in any order. `export`, `sample`,
+#    `eval` and `init_from` from the zero = 3 run give what they give from the zero = 0 run.
 source "$(dirname "$0")/lib.sh"
 require_mpi
 make_data
@@ -88,6 +89,20 @@ for zero in 1 2 3 4; do
   same options "$zero" 10
 done
 echo "gpt2 (bf16, recompute, evaluation, early stopping) on 2 ranks: zero = 1, 2, 3 and 3 without resharding equal zero = 0 bitwise"
+# What reads a run's checkpoints reads a zero = 3 run's as any other: export, sample and eval give
+# what they give for the zero = 0 run, and init_from starts zero = 3 as it starts zero = 0.
+for zero in 0 3; do
+  "$TRAINCTL" export "runs/options-$zero" -o "exported-$zero" >/dev/null
+  "$TRAINCTL" sample "runs/options-$zero" --prompt "This License" --tokens 16 --temperature 0 >"sample-$zero.txt"
+  "$TRAINCTL" eval "runs/options-$zero" | sed "s|runs/options-$zero|RUN|g" >"eval-$zero.txt"
+  write_config "init-$zero.toml" "init-$zero" "${gpt2[@]}" train.steps=2 train.zero="$zero" train.init_from='"exported-0"'
+  "$TRAINCTL" run "init-$zero.toml" --ranks 2 >"init-$zero.log" 2>&1 || { cat "init-$zero.log"; fail "init_from, zero = $zero"; }
+done
+for output in exported-{0,3}/model.safetensors sample-{0,3}.txt eval-{0,3}.txt; do [ -s "$output" ] || fail "$output is empty"; done
+cmp exported-{0,3}/model.safetensors && cmp sample-{0,3}.txt && cmp eval-{0,3}.txt ||
+  fail "export, sample or eval of the zero = 3 run differs from the zero = 0 run's"
+same init 3 2
+echo "export, sample and eval read the zero = 3 run as the zero = 0 run; init_from starts zero = 3 bitwise as zero = 0"
 if [ "${TRAINCTL_HAVE_CUDA_ON_CPU:-0}" = 1 ]; then
   run_modes cuda 2 "0 1 2 3" "${gpt2[@]}" train.steps=20 train.device='"cuda"' job.gpus_per_node=2
   for zero in 1 2 3; do same cuda "$zero" 20; done
