@@ -1,19 +1,9 @@
-// The model seam's flat layout, its layers and loss totals: see model.h.
+// The model seam's footprint, its store and loss totals: see model.h.
 #include "model.h"
 
 #include <algorithm>
 
 namespace trainctl {
-
-std::vector<ParameterSlice> laid_out(std::vector<ParameterSlice> slices) {
-  int64_t offset = 0;
-  for (ParameterSlice& slice : slices) {
-    slice.count = element_count(slice.shape);
-    slice.offset = offset;
-    offset += slice.count + slice.padding;
-  }
-  return slices;
-}
 
 ModelFootprint parameter_footprint(const std::vector<ParameterSlice>& tensors, Precision precision) {
   ModelFootprint footprint;

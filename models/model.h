@@ -30,39 +30,10 @@
 #include "train_spec.h"
 #include "device.h"
 #include "device_buffer.h"
+#include "parameter_layout.h"
 #include "parameter_store.h"
 
 namespace trainctl {
-
-struct ParameterSlice {
-  std::string name;
-  std::vector<int64_t> shape;
-  int64_t offset = 0;
-  int64_t count = 0;
-  bool decay = true;  // takes weight decay (AdamW's first parameter group)
-  // Elements after the tensor in the flat buffers that belong to no named tensor, so checkpoints
-  // never hold them: GPT-2's vocabulary rows padded for the GEMMs. They stay zero (no gradient
-  // reaches them, and the optimizer steps only the named tensors).
-  int64_t padding = 0;
-  // The layer the tensor belongs to: numbered from 0 in the order the forward pass uses them, a
-  // layer's tensors adjacent in the layout, or kKeptLayer (parameter_store.h), for what a model
-  // uses at both ends of a pass. The unit that train.zero = 3 gathers before use and zero 2 and 3
-  // reduce-scatter as backward finishes it.
-  int layer = 0;
-};
-
-// The elements of a tensor of `shape`.
-inline int64_t element_count(const std::vector<int64_t>& shape) {
-  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
-}
-
-// The slices with their offsets and counts, one after another in order, each followed by its
-// padding: the flat layout of a model's parameters.
-std::vector<ParameterSlice> laid_out(std::vector<ParameterSlice> slices);
-// The floats of a flat buffer of `layout`, the padding included.
-inline int64_t flat_count(const std::vector<ParameterSlice>& layout) {
-  return layout.empty() ? 0 : layout.back().offset + layout.back().count + layout.back().padding;
-}
 
 // Allocates a model's device buffers, or only counts their bytes (device null): one plan, which
 // the model's constructor allocates with and its footprint (`trainctl estimate`) counts with, so

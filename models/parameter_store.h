@@ -35,28 +35,9 @@
 
 #include "device.h"
 #include "device_buffer.h"
+#include "parameter_layout.h"
 
 namespace trainctl {
-
-struct ParameterSlice;
-
-constexpr int kKeptLayer = -1;
-
-// Elements [begin, end) of the flat layout.
-struct FlatRange {
-  int64_t begin = 0;
-  int64_t end = 0;
-  int64_t count() const { return end - begin; }
-};
-
-// A model's layers from its layout: each numbered layer's range, in forward order, and the kept
-// layer's. Throws std::logic_error for a layout whose layers are not runs of adjacent slices
-// numbered from 0, or that leave a slice out.
-struct ModelLayers {
-  std::vector<FlatRange> layers;
-  std::optional<FlatRange> kept;
-};
-ModelLayers model_layers(const std::vector<ParameterSlice>& layout);
 
 // How a training run shards the state (train.zero 2 or 3).
 struct ParameterSharding {

@@ -30,19 +30,11 @@ echo "validate: $(cat err.txt)"
 write_config preempted.toml zero3-preempted "${settings[@]}" train.zero=3
 write_config reference.toml zero3-reference "${settings[@]}" train.zero=3
 "$TRAINCTL" validate preempted.toml >/dev/null || fail "validate refused zero = 3"
-# The test hook holds rank 0 at the start of step 6 until the signal: it lands mid-run.
-job=$(TRAINCTL_TEST_PAUSE_IN=step@6 submit preempted.toml)
-wait_until_paused runs/zero3-preempted step@6 240
-scancel -s TERM "$job"
-wait_for_job "$job" 300 COMPLETED FAILED CANCELLED
-log=runs/zero3-preempted/logs/slurm-$job.out
-[ "$(job_field "$job" JobState)" = COMPLETED ] || { cat "$log"; fail "job $job did not complete"; }
-expect_one_signal_requeue "$job" runs/zero3-preempted
-grep -q '"step":7,"event":"resume"' runs/zero3-preempted/metrics.jsonl || fail "no resume at step 7"
+stop_step=$(preempt_mid_run preempted.toml runs/zero3-preempted 12 6)
 "$TRAINCTL" run reference.toml --ranks 4 >reference.log 2>&1 || fail "the uninterrupted run failed: $(cat reference.log)"
 "$TRAINCTL" ckpt diff "$(checkpoint_of runs/zero3-reference 12)" "$(checkpoint_of runs/zero3-preempted 12)" ||
   fail "the requeued run differs from the uninterrupted one"
-echo "zero = 3 on 4 GPUs of 39 MiB: signalled at step 6, resumed at 7, bitwise equal to the uninterrupted run at 12"
+echo "zero = 3 on 4 GPUs of 39 MiB: signalled mid-run, resumed at $stop_step, bitwise equal to the uninterrupted run at 12"
 
 "$TRAINCTL" estimate preempted.toml >estimate.txt
 python3 - runs/zero3-preempted/metrics.jsonl estimate.txt <<'PY' || fail "memory or loss not as expected (above)"
