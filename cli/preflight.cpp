@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "config_json.h"
 #include "gpt2_tokenizer.h"
 #include "registry.h"
 
@@ -33,6 +34,8 @@ void check_run_data(toml::table table, const std::string& config_path, CheckedDa
   };
   check("train", run.data.train);
   if (run.data.val) check("val", *run.data.val);
+  if (run.train.init_from && checked.insert(model.str() + "\n" + *run.train.init_from).second)
+    check_init_from_config(*run.train.init_from, run.model);
   if (run.data.tokenizer && checked.insert(*run.data.tokenizer).second) {
     try {
       Gpt2Tokenizer::load(*run.data.tokenizer);
@@ -50,7 +53,7 @@ void check_program_workdir(toml::table table, const std::string& config_path, Ch
 }
 
 // The config paths, by their prefixes, that each kind of check reads.
-const std::vector<std::string> kRunData{"model.", "data."};
+const std::vector<std::string> kRunData{"model.", "data.", "train.init_from"};
 const std::vector<std::string> kProgramWhere{"program.workdir"};
 
 bool varies(const SweepSpec& sweep, const std::vector<std::string>& prefixes) {

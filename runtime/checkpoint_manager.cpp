@@ -1,12 +1,15 @@
 // The checkpoint manager: see checkpoint_manager.h.
 #include "checkpoint_manager.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -14,6 +17,7 @@
 #include "bad_input.h"
 #include "checkpoint_directory.h"
 #include "checkpoint_file.h"
+#include "config_json.h"
 #include "exit_codes.h"
 #include "model_weights.h"
 #include "named_tensors.h"
@@ -348,22 +352,45 @@ std::optional<ResumedCheckpoint> CheckpointManager::resume() {
   return resumed;
 }
 
+// Rank 0 matches the files' tensors to the model by their headers, then reads them one at a time,
+// each broadcast and uploaded into its place before the next: no rank holds more of the weights
+// than the model's parameters and one tensor.
 void CheckpointManager::initialize_from(const std::string& path) {
-  std::vector<float> flat(static_cast<size_t>(model_.parameter_count()));
+  const std::vector<ParameterSlice>& layout = model_.parameter_layout();
+  std::optional<ModelWeights> weights;
+  std::vector<const Tensor*> matched;
   if (comm_.rank() == 0) {
-    std::vector<Tensor> tensors;
+    check_init_from_config(path, spec_.model);
     try {
-      tensors = read_model_weights(path);
+      weights.emplace(path);
     } catch (const std::runtime_error& error) {
       throw BadInput(fmt::format("train.init_from: {}", error.what()));
     }
-    flat = flatten_tensors(tensors, model_.parameter_layout(), TensorMatch::kPretrained,
-                           fmt::format("train.init_from: {}", path));
+    matched = match_tensors(weights->tensors(), layout, TensorMatch::kPretrained,
+                            fmt::format("train.init_from: {}", path));
   }
-  comm_.broadcast(flat.data(), flat.size() * sizeof(float));
+  // Of the model, what this rank holds (all of it, or its shard with ZeRO-3).
   const FlatRange held = model_.held_parameters();
-  model_.device().memory.upload(Stream{}, model_.parameters(), flat.data() + held.begin,
-                                static_cast<size_t>(held.count()) * sizeof(float));
+  std::vector<float> values;
+  for (size_t i = 0; i < layout.size(); ++i) {
+    const ParameterSlice& slice = layout[i];
+    // The tensor, then its padding, which stays zero.
+    values.assign(static_cast<size_t>(slice.count + slice.padding), 0.0f);
+    if (comm_.rank() == 0) {
+      try {
+        weights->read(*matched[i], std::span<float>(values).first(static_cast<size_t>(slice.count)));
+      } catch (const std::runtime_error& error) {
+        throw BadInput(fmt::format("train.init_from: {}", error.what()));
+      }
+    }
+    comm_.broadcast(values.data(), values.size() * sizeof(float));
+    const int64_t first = std::max(slice.offset, held.begin);
+    const int64_t last = std::min(slice.offset + slice.count + slice.padding, held.end);
+    if (first < last)
+      model_.device().memory.upload(Stream{}, model_.parameters() + (first - held.begin),
+                                    values.data() + (first - slice.offset),
+                                    static_cast<size_t>(last - first) * sizeof(float));
+  }
 }
 
 }  // namespace trainctl

@@ -84,7 +84,11 @@ void Comm::allreduce_sum(double* data, size_t count) {
 void Comm::broadcast(void* data, size_t bytes, int root) {
   if (world_size_ == 1) return;
   const InCollective waiting(Collective::kBroadcast);
-  MPI_CHECK(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
+  // MPI's count is an int: a model's state of more than 2 GiB goes in parts.
+  constexpr size_t kPart = size_t{1} << 30;
+  auto* part = static_cast<char*>(data);
+  for (size_t done = 0; done < bytes; done += kPart)
+    MPI_CHECK(MPI_Bcast(part + done, static_cast<int>(std::min(kPart, bytes - done)), MPI_BYTE, root, MPI_COMM_WORLD));
 }
 
 void Comm::barrier() {

@@ -380,10 +380,11 @@ TEST_CASE("files stream in chunks to the tokens of whole documents, whatever the
 
   auto tokenize = [&](trainctl::DocumentUnit documents, int threads, size_t chunk_bytes) {
     const std::string out = path_in(dir, fmt::format("out-{}-{}.bin", threads, chunk_bytes));
-    trainctl::TokenFileWriter writer(out);
+    trainctl::TokenFileWriter writer(out, trainctl::TokenFormat::kUint16);
     trainctl::tokenize_files(tokenizer, {first, empty, second}, {documents, threads, chunk_bytes}, writer);
     writer.finish();
-    return trainctl::read_token_file(out, tokenizer.vocab_size());
+    const std::vector<uint32_t> tokens = trainctl::read_token_file(out, tokenizer.vocab_size());
+    return std::vector<uint16_t>(tokens.begin(), tokens.end());
   };
   std::vector<uint16_t> whole_files = {end};
   whole_files = concatenated(concatenated(whole_files, tokenizer.encode(first_text)), {end, end});
@@ -411,7 +412,7 @@ TEST_CASE("files stream in chunks to the tokens of whole documents, whatever the
 
   const std::string bad = path_in(dir, "bad.txt");
   write_text(bad, first_text + "\xe2\x82" + "ok");
-  trainctl::TokenFileWriter writer(path_in(dir, "bad.bin"));
+  trainctl::TokenFileWriter writer(path_in(dir, "bad.bin"), trainctl::TokenFormat::kUint16);
   CHECK(bad_input([&] { trainctl::tokenize_files(tokenizer, {bad}, {trainctl::DocumentUnit::kFile, 2, 100}, writer); }) ==
         fmt::format("{}: not UTF-8 at byte offset {} (byte 0xe2)", bad, first_text.size()));
 }

@@ -107,14 +107,14 @@ void tokenize_bytes(const TokenizeOptions& options) {
 
 void tokenize_gpt2(const TokenizeOptions& options) {
   const Gpt2Tokenizer tokenizer = Gpt2Tokenizer::load(options.tokenizer);
-  TokenFileWriter train(options.out);
+  TokenFileWriter train(options.out, TokenFormat::kUint16);
   tokenize_files(tokenizer, options.inputs,
                  {options.documents == "lines" ? DocumentUnit::kLine : DocumentUnit::kFile,
                   options.threads > 0 ? options.threads : usable_cores(), options.chunk_bytes},
                  train);
   const int64_t val_tokens = validation_tokens(train.count(), options);
   std::optional<TokenFileWriter> val;
-  if (val_tokens > 0) train.move_last_to(val_tokens, val.emplace(options.val_out));
+  if (val_tokens > 0) train.move_last_to(val_tokens, val.emplace(options.val_out, train.format()));
   train.finish();
   fmt::print("wrote {} ({} tokens)\n", options.out, train.count());
   if (!val) return;
@@ -173,11 +173,11 @@ void add_decode_command(CLI::App& data) {
   decode->add_option("file", options->file, "token file")->type_name(path_kind::kFile)->required();
   decode->add_option("--tokenizer", options->tokenizer, "GPT-2's tokenizer directory (without: one byte per token)")->type_name(path_kind::kDirectory);
   decode->callback([options] {
-    const std::vector<uint16_t> tokens = read_token_file(options->file, int64_t{1} << 16);
+    const std::vector<uint32_t> tokens = read_token_file(options->file, int64_t{1} << 16);
     std::optional<Gpt2Tokenizer> tokenizer;
     if (!options->tokenizer.empty()) tokenizer = Gpt2Tokenizer::load(options->tokenizer);
     const int64_t vocab_size = tokenizer ? tokenizer->vocab_size() : 256;
-    const auto too_large = std::find_if(tokens.begin(), tokens.end(), [&](uint16_t token) { return token >= vocab_size; });
+    const auto too_large = std::find_if(tokens.begin(), tokens.end(), [&](uint32_t token) { return token >= vocab_size; });
     if (too_large != tokens.end()) {
       const std::string position = fmt::format("{}: token {} at position {}", options->file, *too_large, too_large - tokens.begin());
       throw DataError(tokenizer ? fmt::format("{} is not below the vocab_size {} of the tokenizer in {}", position,
@@ -185,10 +185,11 @@ void add_decode_command(CLI::App& data) {
                                 : fmt::format("{} is not a byte (a GPT-2 token file needs --tokenizer DIR)", position));
     }
     constexpr size_t kBlockTokens = size_t{1} << 16;
-    const std::span<const uint16_t> all(tokens);
+    const std::span<const uint32_t> all(tokens);
     for (size_t first = 0; first < all.size(); first += kBlockTokens) {
-      const std::span<const uint16_t> block = all.subspan(first, std::min(kBlockTokens, all.size() - first));
-      const std::string text = tokenizer ? tokenizer->decode(block) : std::string(block.begin(), block.end());
+      const std::span<const uint32_t> block = all.subspan(first, std::min(kBlockTokens, all.size() - first));
+      const std::string text = tokenizer ? tokenizer->decode(std::vector<uint16_t>(block.begin(), block.end()))
+                                         : std::string(block.begin(), block.end());
       if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size())
         throw Failure(fmt::format("cannot write the text of {} to stdout", options->file));
     }

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "language_model.h"
 #include "rng.h"
 
 namespace trainctl {
@@ -186,23 +187,10 @@ Gemm Gpt2::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int6
 }
 
 Gpt2::Shape Gpt2::load_batch(const Batch& batch) {
-  const Shape shape{batch.examples, spec_.block_size};
-  if (shape.batch < 1 || shape.batch > options_.max_examples)
-    throw std::logic_error(fmt::format("a batch of {} sequences, outside [1, {}]", shape.batch, options_.max_examples));
-  for (const char* name : {"tokens", "targets"}) {
-    const HostTensor& tensor = batch.tensor(name);
-    if (tensor.dtype != DType::kInt32 || tensor.shape != std::vector<int64_t>{shape.batch, shape.seq})
-      throw std::logic_error(fmt::format("batch tensor \"{}\" is not int32 [{}, {}]", name, shape.batch, shape.seq));
-    // The embedding and the loss index with them: a bad id would read outside the tensors.
-    for (int32_t token : tensor.ints)
-      if (token < 0 || token >= spec_.vocab_size)
-        throw std::logic_error(fmt::format("batch tensor \"{}\" holds token {}, outside [0, {})", name, token,
-                                           spec_.vocab_size));
-  }
-  const size_t bytes = static_cast<size_t>(shape.rows()) * sizeof(int32_t);
-  device_.memory.upload(stream_, buffers_->tokens.get(), batch.ints("tokens"), bytes);
-  device_.memory.upload(stream_, buffers_->targets.get(), batch.ints("targets"), bytes);
-  return shape;
+  const int64_t examples =
+      upload_token_batch(device_, stream_, batch, {spec_.block_size, spec_.vocab_size, options_.max_examples},
+                         buffers_->tokens.get(), buffers_->targets.get());
+  return {examples, spec_.block_size};
 }
 
 void Gpt2::forward(Shape shape) {
@@ -382,12 +370,7 @@ void Gpt2::next_token_logits(const int32_t* tokens, int64_t length, float* logit
   const TypedPtr last = buffers.ln_f.get() + (length - 1) * spec_.n_embd;
   run(matmul(false, true, 1, gpt2_padded_vocab(spec_), spec_.n_embd, last, compute_weights_of(parameter_layout()[kWte]),
              false, buffers.logits.get()));
-  const ElementType type = activation_type();
-  std::vector<std::byte> host(static_cast<size_t>(spec_.vocab_size) * element_bytes(type));
-  device_.memory.download(stream_, host.data(), buffers.logits.get().data, host.size());
-  for (int64_t i = 0; i < spec_.vocab_size; ++i)
-    logits[i] = type == ElementType::kBf16 ? to_float(reinterpret_cast<const Bf16*>(host.data())[i])
-                                           : reinterpret_cast<const float*>(host.data())[i];
+  download_logits(device_, stream_, buffers.logits.get(), spec_.vocab_size, logits);
 }
 
 std::unique_ptr<Model> make_gpt2(const ModelSpec& spec, const Device& device, const ModelOptions& options) {
@@ -400,27 +383,19 @@ std::vector<ParameterSlice> gpt2_parameter_tensors(const ModelSpec& spec) {
 
 ModelFootprint gpt2_footprint(const ModelSpec& model, const ModelOptions& options) {
   const auto& spec = model.as<Gpt2Spec>();
-  const int64_t rows = options.max_examples * spec.block_size;
-  constexpr auto kFloat = static_cast<int64_t>(sizeof(float)), kInt = static_cast<int64_t>(sizeof(int32_t));
-  ModelFootprint footprint = parameter_footprint(gpt2_tensors(spec), options.precision);
-  BufferPlan plan(nullptr, footprint.activation_type);
-  Gpt2::plan_buffers(spec, options, plan);
-  footprint.activation_bytes += plan.bytes();
-  // The attention keeps a seq x seq matrix of probabilities for forward, two for backward.
-  footprint.cpu_scratch_bytes = 3 * spec.block_size * spec.block_size * kFloat;
+  ModelFootprint footprint = language_model_footprint(
+      gpt2_tensors(spec), options, spec.block_size, [&](BufferPlan& plan) { Gpt2::plan_buffers(spec, options, plan); });
   if (options.precision == Precision::kBf16) {
     // The bf16 ops widen their operands into float scratch of their own, and form a bf16 result
     // in float first. The widest GEMM A are the logits' gradient [rows, vocab] and the MLP's
     // [rows, 4C]; the widest B are wte [vocab, C], c_fc's weights [C, 4C] and, for c_proj's
     // weight gradient, the MLP's [rows, 4C]; the widest C is the logits [rows, vocab].
-    const int64_t channels = spec.n_embd, vocab = gpt2_padded_vocab(spec);
+    const int64_t rows = options.max_examples * spec.block_size, channels = spec.n_embd;
+    const int64_t vocab = gpt2_padded_vocab(spec);
     const int64_t widest_a = rows * std::max(vocab, 4 * channels);
     const int64_t widest_b = std::max({vocab * channels, 4 * channels * channels, rows * 4 * channels});
-    footprint.cpu_scratch_bytes += (widest_a + widest_b + rows * vocab) * kFloat;
+    footprint.cpu_scratch_bytes += (widest_a + widest_b + rows * vocab) * static_cast<int64_t>(sizeof(float));
   }
-  footprint.host_batch_bytes = 2 * rows * kInt;
-  footprint.terms_per_example = spec.block_size;
-  footprint.term_unit = "tokens";
   footprint.training_flops_per_term = training_flops_per_token(spec, footprint.parameters);
   return footprint;
 }

@@ -90,7 +90,7 @@ write_config double.toml double data.train='"data/float64.h5"'
 expect_error 2 "trainctl: error: data.train: cannot read dataset $PWD/data/float64.h5: dataset x is float64, expected float32" \
   "$TRAINCTL" validate double.toml
 write_config magic.toml magic model.kind='"gpt2"' data.train='"data/bad_magic.bin"'
-expect_error 2 "trainctl: error: data.train: $PWD/data/bad_magic.bin: not a token file: magic number 1, expected 20240520" \
+expect_error 2 "trainctl: error: data.train: $PWD/data/bad_magic.bin: not a token file: magic number 1, expected 20240520 (GPT-2's uint16 format) or 20240801 (Llama 3's uint32 format)" \
   "$TRAINCTL" validate magic.toml
 write_config shards.toml shards model.kind='"gpt2"' data.train='"data/shard_*.bin"'
 expect_error 2 "trainctl: error: data.train: no file matches $PWD/data/shard_*.bin" "$TRAINCTL" submit shards.toml

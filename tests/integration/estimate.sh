@@ -5,8 +5,8 @@
 # below the estimate only; with train.zero = 1, a rank's share of the optimizer state; the table
 # of train.zero 0 to 3 side by side for GPT-2 124M on 8 GPUs, and job.gpu_memory's refusals; with
 # --measure, the signal_grace warning when a measured step plus checkpoint write outlasts the
-# grace and not otherwise, the temporary run directory removed; exit 2 for a bad config, a
-# [program] and missing data.
+# grace and not otherwise, the temporary run directory removed; Llama 3.2 1B's parameter count
+# and memory table; exit 2 for a bad config, a [program] and missing data.
 source "$(dirname "$0")/lib.sh"
 mkdir -p data tmp
 export TMPDIR=$work/tmp  # where --measure makes its temporary run directory
@@ -158,6 +158,13 @@ grep -qE "^trainctl: gpu_4G.toml:$line:[0-9]+: job.gpu_memory: .*, and no train.
   fail "job.gpu_memory = 4G: $(cat err.txt)"
 gpu_memory_config 6G
 "$TRAINCTL" validate gpu_6G.toml --no-preflight >/dev/null || fail "job.gpu_memory = 6G refused: $(cat err.txt)"
+# configs/llama3_2_1b.toml, Llama 3.2 1B's exact shape (its data absent here: --no-preflight):
+# 1,235,814,400 parameters with tied embeddings, and a memory table per rank. What a built Llama
+# allocates is held to the footprint at a small shape by tests/test_estimate.cpp.
+"$TRAINCTL" estimate --no-preflight "$TRAINCTL_SOURCE_DIR/configs/llama3_2_1b.toml" >llama.out
+grep -qx "parameters: 1235814400" llama.out || fail "Llama 3.2 1B: $(grep parameters llama.out)"
+grep -q "^memory per rank (MiB) *recompute on \* *recompute off$" llama.out &&
+  grep -q "^  total  *[0-9.]*  *[0-9.]*$" llama.out || fail "Llama 3.2 1B: no memory table: $(cat llama.out)"
 
 # Bad input: exit 2 with the config's own message, a [program] and missing data named.
 sed 's/^log_every = /log_everyy = /' mlp.toml >typo.toml

@@ -2,7 +2,7 @@
 # The ZeRO stages against unsharded data parallelism (train.zero = 0), gradient clipping on (so
 # the sharded global norm matters):
 # 1. At 3 and 4 ranks, MLP and GPT-2, 30 steps: zero = 1, 2 and 3 end with the weights and AdamW
-#    state of zero = 0 bitwise. Every mode sums each gradient element over the ranks in rank order
+#    state of zero = 0 bitwise; Llama too, tied and untied, at 3 ranks with zero = 2 and 3. Every mode sums each gradient element over the ranks in rank order
 #    (runtime/comm.h), zero 0 and 1 over the whole buffer once backward is done, zero 2 and 3 layer
 #    by layer as backward finishes each (models/parameter_store.h), and the optimizer acts on each
 #    element alone. The zero > 0 runs' checkpoints are sharded step directories, one shard a rank.
@@ -57,6 +57,14 @@ for ranks in 3 4; do
     echo "$kind on $ranks ranks: zero = 1, 2 and 3 equal zero = 0 bitwise after 30 steps"
   done
 done
+
+# Llama, tied (the embedding kept, being the head too) and untied (the embedding the first layer,
+# the head in the last with the final norm).
+for tie in true false; do
+  run_modes "llama-$tie" 3 "0 2 3" model.kind='"llama"' model.tie_embeddings="$tie" train.micro_batch=2
+  for zero in 2 3; do same "llama-$tie" "$zero" 30; done
+done
+echo "llama, tied and untied, on 3 ranks: zero = 2 and 3 equal zero = 0 bitwise after 30 steps"
 
 for kind in mlp gpt2; do
   settings=(train.grad_accum=2)
