@@ -7,9 +7,9 @@
 //   runtime/shard_layout.h, the shards ZeRO-1 steps and sharded checkpoints save):
 //     - gradients (zero >= 2): a rank keeps its shard of the summed gradients. Backward writes a
 //       layer's gradients into a buffer of the layer's size, which is reduce-scattered once the
-//       layer is done (the trainer's layer_done) and then added into the shard, so no gradient
-//       buffer of the whole model exists; two such buffers take turns, so that one layer's
-//       reduction runs while backward computes the next, plus one for the kept layer.
+//       layer is done (gradients_done) and then added into the shard, so no gradient buffer of
+//       the whole model exists; two such buffers take turns, so that one layer's reduction runs
+//       while backward computes the next, plus one for the kept layer.
 //     - parameters (zero 3): a rank keeps its shard of the fp32 masters only. Before a layer's
 //       forward, and again before its backward, the layer's weights are all-gathered into one of
 //       two buffers that take turns (with reshard_after_forward = false, one buffer per layer, so
@@ -20,7 +20,7 @@
 //       layer's. With precision bf16 the gathered fp32 weights are converted to bf16 on the
 //       device for the GEMMs: the LayerNorms and embeddings read fp32 weights, so the gather
 //       carries fp32 (twice the bytes of a bf16 gather) and no bf16 copy is kept beside the shard.
-// A layer is a run of adjacent slices of the layout (ParameterSlice::layer); the kept layer
+// A layer is a run of adjacent slices of the layout (parameter_layout.h); the kept layer
 // (kKeptLayer) is what a model uses at both ends of a pass, such as GPT-2's token embedding, its
 // head too: gathered once per step, and its gradients reduced once backward is through.
 //
