@@ -48,7 +48,8 @@ install_the_rest() {
 install_the_rest &
 installing=$!
 
-# cluster_targets: what the cluster suite's tests run (their meson `depends`), as ninja targets.
+# cluster_targets: what the cluster suite's tests run (their meson `depends`) as ninja targets,
+# but for those in the suite installs, which install everything.
 cluster_targets() {
   python3 - <<'PY'
 import json, os, subprocess
@@ -56,7 +57,8 @@ def introspect(what):
     return json.loads(subprocess.run(["meson", "introspect", "build", what], check=True,
                                      capture_output=True, text=True).stdout)
 files = {target["id"]: target["filename"] for target in introspect("--targets")}
-needed = {file for test in introspect("--tests") if any(suite.endswith(":cluster") for suite in test["suite"])
+suites = lambda test: {suite.split(":")[-1] for suite in test["suite"]}
+needed = {file for test in introspect("--tests") if "cluster" in suites(test) and "installs" not in suites(test)
           for dependency in test["depends"] for file in files[dependency]}
 print("\n".join(sorted(os.path.relpath(file, "build") for file in needed)))
 PY
@@ -114,12 +116,13 @@ if [ -n "$cluster_before" ]; then
   echo "test.sh: the local cluster is up already: the cluster tests use it, and those that reshape it cancel its jobs"
 fi
 
-# run_tests [--build] [meson test arguments] [--and [--after-build] [meson test arguments]]...: one
-# meson test for each group of arguments, all at once, saying each test as it starts and as it
-# ends, and every 15 s those still running; each writes its results where its --logbase says
-# (testlog by default) in build/meson-logs/. With --build, scripts/build.sh builds the rest
-# beside them (its output shown as it comes), and the groups marked --after-build start once it
-# has built everything; if it fails they never start. meson test prints a line as each test ends;
+# run_tests [--build] LANE [--and LANE]...: meson tests, one per lane at a time and the lanes all
+# at once, saying each test as it starts and as it ends, and every 15 s those still running. A
+# LANE is meson test arguments [--then meson test arguments]...: a step starts when the one before
+# it has ended. Each step writes its results where its --logbase says (testlog by default) in
+# build/meson-logs/. With --build, scripts/build.sh builds the rest beside them (its output shown
+# as it comes), and a step whose arguments begin with --after-build waits until it has built
+# everything; if it fails, those steps never start. meson test prints a line as each test ends;
 # the starts come from meson's child processes, each a test's command line (meson introspect
 # --tests).
 run_tests() {
@@ -128,14 +131,14 @@ import json, os, select, signal, subprocess, sys, time
 
 build, arguments = sys.argv[1], sys.argv[2:]
 building = arguments[:1] == ["--build"]
-groups = [[]]  # each group's arguments, --after-build first where it waits for the build
+lanes = [[[]]]  # each lane's steps to come, each step its arguments
 for argument in arguments[building:]:
     if argument == "--and":
-        groups.append([])
+        lanes.append([[]])
+    elif argument == "--then":
+        lanes[-1].append([])
     else:
-        groups[-1].append(argument)
-waits = [group[:1] == ["--after-build"] for group in groups]
-groups = [group[wait:] for group, wait in zip(groups, waits)]
+        lanes[-1][-1].append(argument)
 QUIET_SECONDS = 14  # a line at least every 15 s: the loop wakes once a second
 
 tests = json.loads(subprocess.run(["meson", "introspect", build, "--tests"], check=True,
@@ -195,16 +198,29 @@ def start_meson(arguments):
     return meson
 
 pending = {}  # each output's unfinished line
-mesons = [start_meson(group) for group, wait in zip(groups, waits) if not wait]
 builder = start(["scripts/build.sh"]) if building else None
 if builder:
     pending[builder.stdout.fileno()] = b""
-waiting = [group for group, wait in zip(groups, waits) if wait]
-build_status = 0
+build_status = None if building else 0  # None while it builds
+mesons = []
+lane_mesons = [None] * len(lanes)  # each lane's step running, or the last one
+def start_steps():  # each lane's next step, once the one before it has ended (and the build, where it waits)
+    for lane, steps in enumerate(lanes):
+        if not steps or (lane_mesons[lane] and lane_mesons[lane].poll() is None):
+            continue
+        waits = steps[0][:1] == ["--after-build"]
+        if waits and build_status is None:
+            continue
+        if waits and build_status:
+            steps.clear()  # the build failed: this step and those after it never start
+            continue
+        lane_mesons[lane] = start_meson(steps.pop(0)[waits:])
+        mesons.append(lane_mesons[lane])
 running = {}  # pid -> (name, started), the tests seen running
 # When meson last said something or a test started, and when anything was last printed.
 last_news = last_said = time.monotonic()
-while pending or builder:
+start_steps()
+while pending or builder or any(lanes):
     for output in select.select(list(pending), [], [], 1.0)[0]:
         chunk = os.read(output, 65536)
         if not chunk:
@@ -221,9 +237,7 @@ while pending or builder:
         builder = None
         if build_status:
             say("test.sh: the build failed (above), so the tests that need all of it did not run")
-        else:
-            mesons += [start_meson(group) for group in waiting]
-        waiting = []
+    start_steps()
     now = time.monotonic()
     alive = {pid for meson in mesons for pid in children(meson.pid)}
     for pid in list(running):
@@ -288,18 +302,19 @@ if [ "$rounds" -eq 0 ]; then
   meson_status=0
   logs=build/meson-logs
   if [ $# -eq 0 ]; then
-    # Every test, in three meson tests at once, each one test at a time: the cluster suite (on
-    # the one cluster), which spends most of its time waiting for SLURM, starts while the rest
-    # builds; then the local integration tests, which train on one or two cores, beside the
-    # others (unit tests, the CUDA code under the sanitizers, fuzzing), which mostly use one.
-    # Each meson test writes its own log.
+    # Every test, in three lanes at once, each one test at a time: the cluster suite (on the one
+    # cluster), which spends most of its time waiting for SLURM, starts while the rest builds (its
+    # tests that install everything come last, once all is built); then the local integration
+    # tests, which train on one or two cores, beside the others (unit tests, the CUDA code under
+    # the sanitizers, fuzzing), which mostly use one. Each meson test writes its own log.
     echo "test.sh: running the cluster suite while the rest builds, then the integration suite beside the others"
-    rm -f "$logs"/cluster.json "$logs"/integration.json "$logs"/others.json
-    run_tests --build --no-rebuild --suite cluster --num-processes 1 --logbase cluster \
+    rm -f "$logs"/cluster.json "$logs"/cluster-installs.json "$logs"/integration.json "$logs"/others.json
+    run_tests --build --no-rebuild --suite cluster --no-suite installs --num-processes 1 --logbase cluster \
+      --then --after-build --no-rebuild --suite installs --no-suite integration --num-processes 1 --logbase cluster-installs \
       --and --after-build --no-rebuild --suite integration --num-processes 1 --logbase integration \
       --and --after-build --no-rebuild --no-suite cluster --no-suite integration --num-processes 1 --logbase others ||
       meson_status=$?
-    results=("$logs"/cluster.json "$logs"/integration.json "$logs"/others.json)
+    results=("$logs"/cluster.json "$logs"/cluster-installs.json "$logs"/integration.json "$logs"/others.json)
   else
     echo "test.sh: running the tests (meson test)"
     run_tests "$@" || meson_status=$?
