@@ -7,8 +7,10 @@
 
 #include <fmt/format.h>
 
-#include "gpt2_tokenizer.h"
+#include "config_json.h"
 #include "registry.h"
+#include "token_file.h"
+#include "tokenizer.h"
 
 namespace trainctl {
 
@@ -16,6 +18,34 @@ namespace {
 
 // What has been checked: a model table as text, then a resolved data path; or a program's workdir.
 using CheckedData = std::set<std::string>;
+
+// data.tokenizer: it loads, its vocabulary fits model.vocab_size (a language model's), and the
+// token files are in the format its vocabulary is written in (token_format_for).
+void check_tokenizer(const toml::table& table, const std::string& path, const RunSpec& run) {
+  const Tokenizer tokenizer = [&] {
+    try {
+      return Tokenizer::load(path);
+    } catch (const BadInput& error) {
+      throw BadInput(fmt::format("data.tokenizer: {}", error.what()));
+    }
+  }();
+  const std::optional<int64_t> vocab_size = table["model"]["vocab_size"].value<int64_t>();
+  if (!vocab_size) return;  // not a language model: the runtime refuses a tokenizer for it
+  if (tokenizer.vocab_size() > *vocab_size)
+    throw BadInput(fmt::format("data.tokenizer: {} has {} tokens, more than model.vocab_size = {}", path,
+                               tokenizer.vocab_size(), *vocab_size));
+  const TokenFormat format = token_format_for(tokenizer.vocab_size());
+  const auto check_format = [&](const char* key, const std::string& pattern) {
+    for (const std::string& file : token_file_paths(pattern)) {
+      const TokenFormat found = read_token_header(file).format;
+      if (found != format)
+        throw BadInput(fmt::format("data.{}: {} is in {}, but the {} tokens of data.tokenizer {} are written in {}", key,
+                                   file, token_format_name(found), tokenizer.vocab_size(), path, token_format_name(format)));
+    }
+  };
+  check_format("train", run.data.train);
+  if (run.data.val) check_format("val", *run.data.val);
+}
 
 void check_run_data(toml::table table, const std::string& config_path, CheckedData& checked) {
   resolve_data_paths(table, std::filesystem::absolute(config_path).parent_path().string());
@@ -33,13 +63,10 @@ void check_run_data(toml::table table, const std::string& config_path, CheckedDa
   };
   check("train", run.data.train);
   if (run.data.val) check("val", *run.data.val);
-  if (run.data.tokenizer && checked.insert(*run.data.tokenizer).second) {
-    try {
-      Gpt2Tokenizer::load(*run.data.tokenizer);
-    } catch (const BadInput& error) {
-      throw BadInput(fmt::format("data.tokenizer: {}", error.what()));
-    }
-  }
+  if (run.train.init_from && checked.insert(model.str() + "\n" + *run.train.init_from).second)
+    check_init_from_config(*run.train.init_from, run.model);
+  if (run.data.tokenizer && checked.insert(model.str() + "\n" + *run.data.tokenizer).second)
+    check_tokenizer(table, *run.data.tokenizer, run);
 }
 
 void check_program_workdir(toml::table table, const std::string& config_path, CheckedData& checked) {
@@ -50,7 +77,7 @@ void check_program_workdir(toml::table table, const std::string& config_path, Ch
 }
 
 // The config paths, by their prefixes, that each kind of check reads.
-const std::vector<std::string> kRunData{"model.", "data."};
+const std::vector<std::string> kRunData{"model.", "data.", "train.init_from"};
 const std::vector<std::string> kProgramWhere{"program.workdir"};
 
 bool varies(const SweepSpec& sweep, const std::vector<std::string>& prefixes) {

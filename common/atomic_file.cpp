@@ -2,6 +2,7 @@
 #include "atomic_file.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -106,6 +107,40 @@ void AtomicFileWriter::publish() {
   if (close(fd) != 0) fail_io("cannot write", path_);
   publish_file(temporary_, path_);
   temporary_.clear();
+}
+
+AtomicDirectoryWriter::AtomicDirectoryWriter(std::string path) : path_(std::move(path)) {
+  while (path_.size() > 1 && path_.back() == '/') path_.pop_back();
+  temporary_ = temporary_path_for(path_);
+  std::filesystem::remove_all(temporary_);  // a crashed writer's of the same pid
+  std::filesystem::create_directories(temporary_);
+}
+
+AtomicDirectoryWriter::~AtomicDirectoryWriter() {
+  if (temporary_.empty()) return;  // published
+  std::error_code ignored;
+  std::filesystem::remove_all(temporary_, ignored);
+}
+
+void AtomicDirectoryWriter::publish() {
+  sync_filesystem(temporary_);
+  // rename(2) replaces an empty directory in one step; a full one is exchanged, then removed.
+  std::string old;
+  if (std::rename(temporary_.c_str(), path_.c_str()) != 0) {
+    if (errno != ENOTEMPTY && errno != EEXIST) fail_io("cannot rename to", path_);
+    old = temporary_;  // once exchanged, the old directory has the temporary's name
+    if (renameat2(AT_FDCWD, temporary_.c_str(), AT_FDCWD, path_.c_str(), RENAME_EXCHANGE) != 0) {
+      if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) fail_io("cannot rename to", path_);
+      old = temporary_ + ".old";
+      if (std::rename(path_.c_str(), old.c_str()) != 0) fail_io("cannot rename", path_);
+      if (std::rename(temporary_.c_str(), path_.c_str()) != 0) fail_io("cannot rename to", path_);
+    }
+  }
+  temporary_.clear();
+  const std::string directory = std::filesystem::path(path_).parent_path().string();
+  fsync_path(directory.empty() ? "." : directory);
+  std::error_code ignored;  // the new one is in place: an old one left over is hidden by its dot name
+  if (!old.empty()) std::filesystem::remove_all(old, ignored);
 }
 
 }  // namespace trainctl

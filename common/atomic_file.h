@@ -52,6 +52,27 @@ class AtomicFileWriter {
   int64_t size_ = 0;
 };
 
+// A directory written file by file and published whole, so that no reader takes a part of it for
+// all of it: the files go into temporary() (a sibling of `path`, made empty), and publish() puts
+// it in the place of `path` with one rename, or, where a directory is there already, with one
+// exchange of the two (renameat2's RENAME_EXCHANGE; on a filesystem without it, the old one is
+// first renamed aside, leaving a moment without either), and removes the old one. A writer
+// destroyed unpublished removes its temporary and leaves the old directory, if any.
+class AtomicDirectoryWriter {
+ public:
+  explicit AtomicDirectoryWriter(std::string path);
+  ~AtomicDirectoryWriter();
+  AtomicDirectoryWriter(const AtomicDirectoryWriter&) = delete;
+  AtomicDirectoryWriter& operator=(const AtomicDirectoryWriter&) = delete;
+
+  const std::string& temporary() const { return temporary_; }
+  // Syncs what was written in temporary(), then publishes it.
+  void publish();
+
+ private:
+  std::string path_, temporary_;
+};
+
 // Flushes everything written to the filesystem that holds `path` (syncfs): one call after
 // writing many files, instead of an fsync each.
 void sync_filesystem(const std::string& path);

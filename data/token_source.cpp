@@ -20,7 +20,7 @@ TokenSource::TokenSource(std::string pattern, int64_t block_size, int64_t vocab_
     : pattern_(std::move(pattern)), block_size_(block_size) {
   for (const std::string& path : token_file_paths(pattern_)) {
     Shard shard{path, MappedTokenFile(path, vocab_size), examples_};
-    const auto count = static_cast<int64_t>(shard.file.tokens().size());
+    const int64_t count = shard.file.size();
     require_one_window(path, count, block_size);
     examples_ += (count - 1) / block_size;
     shards_.push_back(std::move(shard));
@@ -31,11 +31,11 @@ TokenSource::TokenSource(std::string pattern, int64_t block_size, int64_t vocab_
                                 pattern_, examples_, std::numeric_limits<int32_t>::max()));
 }
 
-const uint16_t* TokenSource::window(int64_t example) const {
+std::pair<const TokenSource::Shard*, int64_t> TokenSource::window(int64_t example) const {
   // The last shard whose first window is at or before `example`.
   const auto shard = std::prev(std::upper_bound(shards_.begin(), shards_.end(), example,
                                                 [](int64_t index, const Shard& s) { return index < s.first_example; }));
-  return shard->file.tokens().data() + (example - shard->first_example) * block_size_;
+  return {&*shard, (example - shard->first_example) * block_size_};
 }
 
 void TokenSource::gather(const std::vector<int32_t>& indices, Batch& batch) const {
@@ -43,9 +43,9 @@ void TokenSource::gather(const std::vector<int32_t>& indices, Batch& batch) cons
   int32_t* tokens = batch.ints("tokens", {rows, block_size_});
   int32_t* targets = batch.ints("targets", {rows, block_size_});
   for (int64_t row = 0; row < rows; ++row) {
-    const uint16_t* window_tokens = window(indices[static_cast<size_t>(row)]);
-    std::copy(window_tokens, window_tokens + block_size_, tokens + row * block_size_);
-    std::copy(window_tokens + 1, window_tokens + 1 + block_size_, targets + row * block_size_);
+    const auto [shard, first] = window(indices[static_cast<size_t>(row)]);
+    shard->file.copy_tokens(first, block_size_, tokens + row * block_size_);
+    shard->file.copy_tokens(first + 1, block_size_, targets + row * block_size_);
   }
   batch.examples = rows;
 }

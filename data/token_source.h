@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "batch.h"
@@ -19,9 +20,9 @@ void require_one_window(const std::string& path, int64_t count, int64_t block_si
 
 class TokenSource : public BatchSource {
  public:
-  // Maps every shard `pattern` names (token_file.h's MappedTokenFile: one copy per node, in the
-  // page cache) and checks it against the model: tokens below vocab_size, at least
-  // block_size + 1 tokens per shard. Throws DataError.
+  // Maps every shard `pattern` names, in either token file format (token_file.h's
+  // MappedTokenFile: one copy per node, in the page cache) and checks it against the model:
+  // tokens below vocab_size, at least block_size + 1 tokens per shard. Throws DataError.
   TokenSource(std::string pattern, int64_t block_size, int64_t vocab_size);
 
   int64_t examples() const override { return examples_; }
@@ -32,10 +33,11 @@ class TokenSource : public BatchSource {
  private:
   struct Shard {
     std::string path;
-    MappedTokenFile file;        // uint16 as stored: widening a whole file to int32 would double its memory
+    MappedTokenFile file;
     int64_t first_example = 0;  // global index of its window 0
   };
-  const uint16_t* window(int64_t example) const;
+  // The shard that holds `example`, and the window's first token in it.
+  std::pair<const Shard*, int64_t> window(int64_t example) const;
 
   std::string pattern_;
   int64_t block_size_;

@@ -1,8 +1,9 @@
-// The activations' arithmetic, defined once for both devices: the CPU's loops and the CUDA kernels
-// compile these same functions (nvcc for the GPU, uncontracted: --fmad=false; the host compiler with
-// -ffp-contract=off), so ReLU and the identity agree bitwise between them, and the GELUs differ
-// only by erff, expf and tanhf, which are not correctly rounded on either side. Each activation is
-// a type, so a loop or kernel is compiled once per activation with no branch on it inside.
+// The activations' arithmetic and SwiGLU's, defined once for both devices: the CPU's loops and the
+// CUDA kernels compile these same functions (nvcc for the GPU, uncontracted: --fmad=false; the host
+// compiler with -ffp-contract=off), so ReLU and the identity agree bitwise between them, and the
+// GELUs and SwiGLU differ only by erff, expf and tanhf, which are not correctly rounded on either
+// side. Each activation is a type, so a loop or kernel is compiled once per activation with no
+// branch on it inside.
 #pragma once
 
 #include <cmath>
@@ -58,6 +59,19 @@ struct GeluTanh {
     const float inner_derivative = kSqrt2OverPi * (1.0f + 3.0f * kGeluTanhCubic * z_squared);
     return 0.5f * (1.0f + tanh_inner) + 0.5f * z * (1.0f - tanh_inner * tanh_inner) * inner_derivative;
   }
+};
+
+// A Llama MLP's SwiGLU, silu(gate) * up, with PyTorch's order of operations (F.silu(gate) * up and
+// its autograd): silu(z) = z / (1 + exp(-z)); its backward is silu_backward on grad * up,
+// (grad * up * s) * (1 + gate * (1 - s)) with s = 1 / (1 + exp(-gate)), and grad * silu(gate) for up.
+struct SwiGlu {
+  TRAINCTL_HOST_DEVICE static float silu(float gate) { return gate / (1.0f + expf(-gate)); }
+  TRAINCTL_HOST_DEVICE static float forward(float gate, float up) { return silu(gate) * up; }
+  TRAINCTL_HOST_DEVICE static float gate_gradient(float grad, float gate, float up) {
+    const float sigmoid = 1.0f / (1.0f + expf(-gate));
+    return grad * up * sigmoid * (1.0f + gate * (1.0f - sigmoid));
+  }
+  TRAINCTL_HOST_DEVICE static float up_gradient(float grad, float gate) { return grad * silu(gate); }
 };
 
 // The activation's derivative at z (whose forward gave out), reading them only where it needs them.

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -14,6 +14,7 @@
 #include "config_reader.h"
 #include "program_hang_report.h"
 #include "program_spec.h"
+#include "run_files.h"
 #include "step_budget.h"
 
 extern char** environ;
@@ -44,12 +45,15 @@ std::vector<std::string> environment_with(const std::vector<std::pair<std::strin
   return entries;
 }
 
-// The step the program last recorded in progress.step, "0" when it recorded none.
-std::string recorded_step(const RunLayout& run) {
-  std::ifstream in(run.progress());
-  std::string step;
-  if (!std::getline(in, step) || step.empty() || step.find_first_not_of("0123456789") != std::string::npos) return "0";
-  return step;
+// The step the program last recorded in progress.step, 0 when it recorded none. The program wrote
+// that file itself, so damage there is reported and does not cost the record of its success.
+int64_t recorded_step(const RunLayout& run) {
+  try {
+    return read_run_file_count(run.progress(), std::numeric_limits<int64_t>::max()).value_or(0);
+  } catch (const DamagedRunFile& damage) {
+    fmt::print(stderr, "trainctl: {}; the run is recorded as completed at step 0\n", damage.what());
+    return 0;
+  }
 }
 
 }  // namespace
@@ -82,7 +86,7 @@ int run_program_rank(const RunLayout& run, const RankPlace& place) {
     end = ProcessEnd::exited(error.shell_code());
   }
   record_rank_end(run, place.rank, end);
-  if (end == ProcessEnd::exited(0) && place.rank == 0) write_file_atomically(run.completed(), recorded_step(run) + "\n");
+  if (end == ProcessEnd::exited(0) && place.rank == 0) write_file_atomically(run.completed(), fmt::format("{}\n", recorded_step(run)));
   return end.shell_code();
 }
 

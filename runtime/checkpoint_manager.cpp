@@ -1,12 +1,15 @@
 // The checkpoint manager: see checkpoint_manager.h.
 #include "checkpoint_manager.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -14,6 +17,7 @@
 #include "bad_input.h"
 #include "checkpoint_directory.h"
 #include "checkpoint_file.h"
+#include "config_json.h"
 #include "exit_codes.h"
 #include "model_weights.h"
 #include "named_tensors.h"
@@ -113,7 +117,8 @@ void CheckpointManager::stage(const TrainingPosition& position) {
     shard.ranks = comm_.world_size();
     shard.begin = shards_.begin(comm_.rank());
     shard.end = shards_.end(comm_.rank());
-    download(shard.model, shard.end - shard.begin, model_.parameter_values() + shard.begin);
+    download(shard.model, shard.end - shard.begin,
+             model_.parameter_values() + (shard.begin - model_.held_parameters().begin));
     shard.optimizer_state.resize(state.size());
     for (size_t s = 0; s < state.size(); ++s) {
       shard.optimizer_state[s].first = state[s].first;
@@ -323,12 +328,14 @@ std::optional<ResumedCheckpoint> CheckpointManager::resume() {
   if (position[2] == 0) return std::nullopt;
   comm_.broadcast(&loss, sizeof(loss));
   comm_.broadcast(&best, sizeof(best));
-  // The model whole; of each optimizer state, the range this rank's optimizer holds.
+  // Of the model, what this rank holds (all of it, or its shard with ZeRO-3); of each optimizer
+  // state, the range this rank's optimizer holds.
   struct Destination {
     float* device;
     int64_t begin, end;
   };
-  std::vector<Destination> destinations{{model_.parameters(), 0, model_.parameter_count()}};
+  const FlatRange held = model_.held_parameters();
+  std::vector<Destination> destinations{{model_.parameters(), held.begin, held.end}};
   for (auto& [state_name, buffer] : optimizer_.state())
     destinations.push_back({buffer->get(), optimizer_.begin(), optimizer_.end()});
   flat_state.resize(destinations.size(), std::vector<float>(static_cast<size_t>(model_.parameter_count())));
@@ -345,20 +352,45 @@ std::optional<ResumedCheckpoint> CheckpointManager::resume() {
   return resumed;
 }
 
+// Rank 0 matches the files' tensors to the model by their headers, then reads them one at a time,
+// each broadcast and uploaded into its place before the next: no rank holds more of the weights
+// than the model's parameters and one tensor.
 void CheckpointManager::initialize_from(const std::string& path) {
-  std::vector<float> flat(static_cast<size_t>(model_.parameter_count()));
+  const std::vector<ParameterSlice>& layout = model_.parameter_layout();
+  std::optional<ModelWeights> weights;
+  std::vector<const Tensor*> matched;
   if (comm_.rank() == 0) {
-    std::vector<Tensor> tensors;
+    check_init_from_config(path, spec_.model);
     try {
-      tensors = read_model_weights(path);
+      weights.emplace(path);
     } catch (const std::runtime_error& error) {
       throw BadInput(fmt::format("train.init_from: {}", error.what()));
     }
-    flat = flatten_tensors(tensors, model_.parameter_layout(), TensorMatch::kPretrained,
-                           fmt::format("train.init_from: {}", path));
+    matched = match_tensors(weights->tensors(), layout, TensorMatch::kPretrained,
+                            fmt::format("train.init_from: {}", path));
   }
-  comm_.broadcast(flat.data(), flat.size() * sizeof(float));
-  model_.device().memory.upload(Stream{}, model_.parameters(), flat.data(), flat.size() * sizeof(float));
+  // Of the model, what this rank holds (all of it, or its shard with ZeRO-3).
+  const FlatRange held = model_.held_parameters();
+  std::vector<float> values;
+  for (size_t i = 0; i < layout.size(); ++i) {
+    const ParameterSlice& slice = layout[i];
+    // The tensor, then its padding, which stays zero.
+    values.assign(static_cast<size_t>(slice.count + slice.padding), 0.0f);
+    if (comm_.rank() == 0) {
+      try {
+        weights->read(*matched[i], std::span<float>(values).first(static_cast<size_t>(slice.count)));
+      } catch (const std::runtime_error& error) {
+        throw BadInput(fmt::format("train.init_from: {}", error.what()));
+      }
+    }
+    comm_.broadcast(values.data(), values.size() * sizeof(float));
+    const int64_t first = std::max(slice.offset, held.begin);
+    const int64_t last = std::min(slice.offset + slice.count + slice.padding, held.end);
+    if (first < last)
+      model_.device().memory.upload(Stream{}, model_.parameters() + (first - held.begin),
+                                    values.data() + (first - slice.offset),
+                                    static_cast<size_t>(last - first) * sizeof(float));
+  }
 }
 
 }  // namespace trainctl

@@ -15,8 +15,10 @@
 //     names and shapes by models/named_tensors.h, optimizer, global batch), and broadcasts it;
 //     every rank loads its part, so a checkpoint of any world size, sharded or not, resumes at any
 //     other;
-//   - initial weights (train.init_from): rank 0 reads the model's tensors from a safetensors
-//     file or a checkpoint, matches them to the model (models/named_tensors.h), and broadcasts them.
+//   - initial weights (train.init_from): rank 0 checks a Hugging Face directory's config.json
+//     against [model] (models/config_json.h), matches the tensors of the safetensors files or the
+//     checkpoint to the model by their headers (models/named_tensors.h), reads each into its
+//     place in the parameters, and broadcasts them.
 // The file formats themselves are storage/checkpoint_file.h and storage/sharded_checkpoint.h, the
 // checkpoints directory's listing and pruning storage/checkpoint_directory.h.
 #pragma once
@@ -86,8 +88,8 @@ class CheckpointManager {
   std::optional<ResumedCheckpoint> resume();
   // Collective. Loads the weights in `path` (storage/model_weights.h) into the model, leaving the
   // optimizer fresh; they match as TensorMatch::kPretrained (models/named_tensors.h) says. Throws
-  // BadInput naming the first tensor that is missing, shaped differently, or has no place in the
-  // model.
+  // BadInput naming the first config.json field that differs from [model], or the first tensor
+  // that is missing, shaped differently, or has no place in the model, or a file at fault.
   void initialize_from(const std::string& path);
   // Collective. Saves the state at `position`; `new_best`: its validation loss is the best so far
   // (with keep_best, it becomes the one in checkpoints/best/). First publishes the write in

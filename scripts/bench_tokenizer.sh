@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
-# Benchmark of issue 21, reported in docs/benchmarks.md: GPT-2 tokenizing speed in MB/s of text,
-# trainctl (`data tokenize --tokenizer`, with 1 thread and with every core) side by side with
-# js-tiktoken's "gpt2" encoding on Node.js (tests/integration/tiktoken_oracle.mjs), on the same
-# corpora, each one file and one document:
-#  - licences: Debian's licence texts concatenated COPIES times (default 128, about 30 MB), the
-#    corpus of the goal; its words recur, as a large corpus's do;
-#  - random: 300,000 random strings of the test's generator (about 13 MB), where few pieces recur,
-#    so that trainctl's cache of merged words helps little.
-# trainctl is timed whole (start-up, loading vocab.json and merges.txt, reading, writing the token
-# file); js-tiktoken's encode() call alone. REPS rounds (default 3) each run the three in turn; the
-# table gives medians, and checks that the three token files are identical.
-# Usage: [REPS=3] [COPIES=128] [TRAINCTL=path] scripts/bench_tokenizer.sh [workdir]
+# Benchmarks of issues 21 and 41, reported in docs/benchmarks.md: tokenizing speed in MB/s of
+# text, trainctl (`data tokenize --tokenizer`, with 1 thread and with every core) side by side
+# with JavaScript implementations on Node.js, on the same corpora, each one file and one document:
+#  - GPT-2's tokenizer beside js-tiktoken's "gpt2" encoding (tests/integration/tiktoken_oracle.mjs):
+#    - licences: Debian's licence texts concatenated COPIES times (default 128, about 30 MB), the
+#      corpus of the goal; its words recur, as a large corpus's do;
+#    - random: 300,000 random strings of the test's generator (about 13 MB), where few pieces
+#      recur, so that trainctl's cache of merged words helps little;
+#  - Llama 3's tokenizer.json beside llama3-tokenizer-js and @huggingface/tokenizers
+#    (tests/integration/hf_tokenizers_oracle.mjs), on hf-corpus: the documents of
+#    tests/integration/hf_tokenizers.sh's generator, MEGABYTES of them (default 30), concatenated.
+# trainctl is timed whole (start-up, loading the tokenizer, reading, writing the token file); the
+# JavaScript encode() calls alone. REPS rounds (default 3) each run them all in turn; the table
+# gives medians, and checks that the GPT-2 token files are identical.
+# Usage: [REPS=3] [COPIES=128] [MEGABYTES=30] [TRAINCTL=path] scripts/bench_tokenizer.sh [workdir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench_lib.sh
-source tests/integration/tiktoken_npm.sh
-install_tiktoken_npm
+source tests/integration/tokenizer_npm.sh
+install_tokenizer_npm
 reps=${REPS:-3}
 copies=${COPIES:-128}
+megabytes=${MEGABYTES:-30}
 oracle=$PWD/tests/integration/tiktoken_oracle.mjs
+hf_oracle=$PWD/tests/integration/hf_tokenizers_oracle.mjs
 work=${1:-$(mktemp -d /tmp/trainctl-tokenizer-bench.XXXXXX)}
 mkdir -p "$work"
 cd "$work"
@@ -26,6 +31,9 @@ cores=$(nproc)
 mapfile -t licences < <(find /usr/share/common-licenses -maxdepth 1 -type f | sort)
 for _ in $(seq "$copies"); do cat "${licences[@]}"; done >licences.txt
 node "$oracle" random-text random.txt 300000 21
+node "$hf_oracle" tokenizers .
+node "$hf_oracle" corpus hf-corpus 41 "$megabytes" >/dev/null
+find hf-corpus -name '*.txt' | sort | xargs cat >hf-corpus.txt
 
 # seconds COMMAND...: the wall time of COMMAND, its output dropped.
 seconds() {
@@ -40,8 +48,11 @@ machine_line
 : >empty.txt
 echo "trainctl's start-up, loading vocab.json and merges.txt (in each of its times):" \
   "$(seconds "$trainctl" data tokenize empty.txt -o empty.bin --tokenizer "$GPT2_TOKENIZER_DIR") s"
-echo "js-tiktoken $(node -p 'require(process.argv[1]).version' "$TIKTOKEN_NPM_DIR/node_modules/js-tiktoken/package.json")," \
-  "Node $(node --version)"
+echo "trainctl's start-up, loading Llama 3's tokenizer.json (in each of its times):" \
+  "$(seconds "$trainctl" data tokenize empty.txt -o empty.bin --tokenizer llama3.json) s"
+version() { node -p 'require(process.argv[1]).version' "$TOKENIZER_NPM_DIR/node_modules/$1/package.json"; }
+echo "js-tiktoken $(version js-tiktoken), llama3-tokenizer-js $(version llama3-tokenizer-js)," \
+  "@huggingface/tokenizers $(version @huggingface/tokenizers), Node $(node --version)"
 
 # compare NAME: the three on NAME.txt, REPS rounds, and their rows.
 compare() {
@@ -69,3 +80,33 @@ compare() {
 }
 compare licences
 compare random
+
+# Llama 3's tokenizer on hf-corpus: trainctl with 1 thread and with all, and in the same round
+# each JavaScript implementation's encode() of the same text.
+megabytes_of() { awk -v bytes="$(stat -c %s "$1")" 'BEGIN { printf "%.2f", bytes / 1e6 }'; }
+hf_megabytes=$(megabytes_of hf-corpus.txt)
+llama3_js=() hugging_face=() one=() all=()
+for _ in $(seq "$reps"); do
+  while read -r name time; do
+    case $name in
+      llama3-tokenizer-js) llama3_js+=("$time") ;;
+      @huggingface/tokenizers) hugging_face+=("$time") ;;
+    esac
+  done < <(node "$hf_oracle" bench llama3 llama3.json hf-corpus.txt)
+  one+=("$(seconds "$trainctl" data tokenize hf-corpus.txt -o hf.one.bin --tokenizer llama3.json --threads 1)")
+  all+=("$(seconds "$trainctl" data tokenize hf-corpus.txt -o hf.all.bin --tokenizer llama3.json --threads "$cores")")
+done
+cmp -s hf.one.bin hf.all.bin || { echo "hf-corpus: 1 and $cores threads wrote different files" >&2; exit 1; }
+hf_rate() { awk -v mb="$hf_megabytes" -v s="$(printf '%s\n' "$@" | median)" 'BEGIN { printf "%.1f", mb / s }'; }
+llama3_js_rate=$(hf_rate "${llama3_js[@]}")
+hugging_face_rate=$(hf_rate "${hugging_face[@]}")
+one_rate=$(hf_rate "${one[@]}")
+all_rate=$(hf_rate "${all[@]}")
+faster_js=$(awk -v a="$llama3_js_rate" -v b="$hugging_face_rate" 'BEGIN { print (a > b ? a : b) }')
+echo "== hf-corpus, Llama 3's tokenizer.json: $hf_megabytes MB, $(( ($(stat -c %s hf.one.bin) - 1024) / 4 )) tokens"
+printf "%-26s %6s MB/s  (seconds: %s)\n" "llama3-tokenizer-js" "$llama3_js_rate" "${llama3_js[*]}"
+printf "%-26s %6s MB/s  (seconds: %s)\n" "@huggingface/tokenizers" "$hugging_face_rate" "${hugging_face[*]}"
+printf "%-26s %6s MB/s  (seconds: %s)  %sx the faster JavaScript\n" "trainctl, 1 thread" "$one_rate" "${one[*]}" \
+  "$(ratio "$one_rate" "$faster_js")"
+printf "%-26s %6s MB/s  (seconds: %s)  %sx the faster JavaScript, %sx 1 thread\n" "trainctl, $cores threads" \
+  "$all_rate" "${all[*]}" "$(ratio "$all_rate" "$faster_js")" "$(ratio "$all_rate" "$one_rate")"

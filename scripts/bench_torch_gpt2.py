@@ -13,7 +13,8 @@ import torch
 from bench_torch_lib import add_timing_options, time_training
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "integration"))
-from gpt2_peer import adamw, gpt2_of, read_tokens, step_batch, train_settings  # noqa: E402
+from gpt2_peer import gpt2_of  # noqa: E402
+from peer_lib import adamw, read_tokens, step_batch, train_settings  # noqa: E402
 
 
 def main():

@@ -54,9 +54,19 @@
 #   gpt2bench    GPT-2 124M's shape (12 x 768, 12 heads, block 1024, its 50257 tokens' vocabulary
 #                padded to 50304), micro-batch 8, on random tokens, fp32 and bf16: tokens/s and
 #                MFU, beside PyTorch eager and torch.compile with fused attention, in bf16
-#                (scripts/bench_gpu_gpt2.py); and the bf16 run's peak_device_mb against what
+#                (scripts/bench_gpu_lm.py); and the bf16 run's peak_device_mb against what
 #                nvidia-smi saw the GPU use beyond its idle use, sampled every 100 ms: the
 #                runtime's count must not exceed it                                  93 s, 8 min
+#   zero3        one rank's step time with train.zero = 3 beside zero = 0, gpt2bench's bf16 run
+#                (40 steps each, the median after 10): on one GPU a layer's gather is the rank's
+#                copy of its shard into the layer's buffer and the bf16 conversion, so the
+#                difference is ZeRO-3's bookkeeping alone; for docs/benchmarks.md  (not yet run), 5 min
+#   llama        Llama 3.2 1B's shapes (4 x 2048 tokens, 2048 wide, 32 query heads of 64 in 8 groups,
+#                an MLP of 8192, its vocabulary of 128256): every new kernel and the GEMMs against
+#                their CPU ops (test_cuda_kernels --llama); then a bf16 training run of the 1B
+#                shape, tied, micro-batch 4, on random tokens: tokens/s and MFU, beside PyTorch
+#                eager and torch.compile of the same model with fused attention, in bf16
+#                (scripts/bench_gpu_lm.py)                                  (not yet run), 9 min
 #   profile      each kernel's GPU time under Nsight Compute, grouped by kernel (scripts/
 #                kernel_profile.py), for 2 steps of gpt2bench's bf16 run and 12 of bench's; the
 #                per-launch tables in $OUT/*-kernels.csv               GPT-2's 3 steps: 233 s, 5 min
@@ -71,6 +81,7 @@
 #      (tensorcores, added since, goes first)
 #   2. scripts/gpu_check.sh racecheck large                          the benchmark's shapes: 266 s
 #   3. scripts/gpu_check.sh profile                                  where the GPU time goes
+#      (zero3, added since, goes with it)
 # DEVICE=cpu runs the training steps on the CPU alone, at a small size, and the attention step's
 # programs at small shapes (trainctl's on the CPU implementation of CUDA, PyTorch's on the CPU),
 # and skips the others: a check of this script and of the pack on a machine without a GPU.
@@ -81,8 +92,9 @@ pack_build=${PACK_BUILD_DIR:-build-gpu-pack}
 
 # Step limits in seconds.
 declare -A step_limit=([tensorcores]=60 [attention]=120 [kernels]=180 [large]=420 [memcheck]=480 [racecheck]=480 [fp32]=240 [bf16]=180
-  [gpt2]=300 [sigterm]=240 [crossdevice]=240 [bench]=480 [gpt2bench]=480 [profile]=300)
-all_steps=(tensorcores attention kernels large memcheck racecheck fp32 bf16 gpt2 sigterm crossdevice bench gpt2bench profile)
+  [gpt2]=300 [sigterm]=240 [crossdevice]=240 [bench]=480 [gpt2bench]=480 [zero3]=300 [llama]=540 [profile]=300)
+all_steps=(tensorcores attention kernels large memcheck racecheck fp32 bf16 gpt2 sigterm crossdevice bench gpt2bench zero3 llama
+  profile)
 
 if [ "${1:-}" = --pack ]; then
   set -e
@@ -431,11 +443,13 @@ print(f"trainctl {sys.argv[2]}: {rate:,.0f} samples/s, {rate * flops / 1e12:.1f}
 
 # GPT-2 124M's shape, its vocabulary padded to a multiple of 64 (as people train it: whole
 # tiles and float4 rows), micro-batch 8 on one GPU, PRECISION, STEPS (40) without checkpoints but
-# the last, in $work/gpt2bench-PRECISION.toml.
+# the last, train.zero ZERO (0), in $work/gpt2bench-PRECISION.toml, or with a ZERO given,
+# $work/gpt2bench-PRECISION-zeroZERO.toml.
 gpt2bench_config() {
-  cat >"$work/gpt2bench-$1.toml" <<EOF
+  local name=gpt2bench-$1${3:+-zero$3}
+  cat >"$work/$name.toml" <<EOF
 [job]
-name = "gpt2bench-$1"
+name = "$name"
 gpus_per_node = 1
 cpus_per_rank = $threads
 [model]
@@ -455,6 +469,7 @@ grad_clip = 1.0
 log_every = 1
 device = "cuda"
 precision = "$1"
+zero = ${3:-0}
 [checkpoint]
 every_steps = 0
 keep_last = 1
@@ -463,18 +478,22 @@ EOF
 
 gpu_memory_used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | sed -n 1p; }
 
-# Random tokens of GPT-2's vocabulary in llm.c's format: speed does not depend on what they say.
-gpt2bench_tokens() {
+# bench_tokens NAME VOCAB: random tokens below VOCAB in llm.c's format ($work/NAME_tokens.bin):
+# GPT-2's uint16 one, or Llama 3's uint32 one past 65536 ids. Speed does not depend on what they say.
+bench_tokens() {
   python3 -c '
 import sys
 import numpy as np
+vocab = int(sys.argv[2])
+magic, version, dtype = (20240520, 1, "<u2") if vocab <= 65536 else (20240801, 7, "<u4")
 header = np.zeros(256, dtype="<i4")
-header[:3] = 20240520, 1, 1 << 20
-tokens = np.random.default_rng(5).integers(0, 50257, 1 << 20, dtype=np.uint16)
+header[:3] = magic, version, 1 << 20
+tokens = np.random.default_rng(5).integers(0, vocab, 1 << 20)
 with open(sys.argv[1], "wb") as f:
     f.write(header.tobytes())
-    f.write(tokens.astype("<u2").tobytes())' "$work/gpt2bench_tokens.bin"
+    f.write(tokens.astype(dtype).tobytes())' "$work/$1_tokens.bin" "$2"
 }
+gpt2bench_tokens() { bench_tokens gpt2bench 50257; }
 
 step_gpt2bench() {
   needs_gpu
@@ -509,8 +528,86 @@ sys.exit(0 if memory <= seen else 1)
 ' "$work/runs/gpt2bench-$precision/metrics.jsonl" "$precision" "$work/used-$precision.txt" "$idle_mib" || failed=1
     rm -rf "$work/runs/gpt2bench-$precision/checkpoints"
   done
-  python3 scripts/bench_gpu_gpt2.py --config "$work/gpt2bench-bf16.toml" --precisions bf16 || failed=1
+  python3 scripts/bench_gpu_lm.py --config "$work/gpt2bench-bf16.toml" --precisions bf16 || failed=1
   return "$failed"
+}
+
+# Llama 3.2 1B's shape (configs/llama3_2_1b.toml's model) on one GPU in bf16, micro-batch 4 x 2048
+# tokens, recompute off, 30 steps without checkpoints but the last.
+step_llama() {
+  needs_gpu
+  local failed=0
+  "$kernel_test" --llama || failed=1
+  bench_tokens llamabench 128256
+  cat >"$work/llamabench.toml" <<TOML
+[job]
+name = "llamabench"
+gpus_per_node = 1
+cpus_per_rank = $threads
+[model]
+kind = "llama"
+n_layer = 16
+n_embd = 2048
+n_head = 32
+n_kv_head = 8
+head_dim = 64
+intermediate_size = 8192
+vocab_size = 128256
+block_size = 2048
+rope_scaling = { rope_type = "llama3", factor = 32.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 8192 }
+tie_embeddings = true
+[data]
+train = "llamabench_tokens.bin"
+[train]
+steps = 30
+micro_batch = 4
+lr = 2e-5
+grad_clip = 1.0
+log_every = 1
+device = "cuda"
+precision = "bf16"
+[checkpoint]
+every_steps = 0
+keep_last = 1
+TOML
+  if train llamabench; then
+    # The median after 10 warm-up steps; MFU is the runtime's, against its device's dense peak.
+    python3 -c '
+import json, statistics, sys
+steps = [line for line in map(json.loads, open(sys.argv[1])) if "loss" in line][10:]
+rate = statistics.median(line["tokens_per_s"] for line in steps)
+mfu = [line["mfu"] for line in steps if line.get("mfu") is not None]
+memory = max(line.get("peak_device_mb", 0) for line in steps)
+mfu_text = f"MFU {statistics.median(mfu):.1%}" if mfu else "MFU unknown (no peak for this GPU)"
+print(f"trainctl bf16: {rate:,.0f} tokens/s, {mfu_text}, peak GPU memory {memory:,.0f} MiB")
+' "$work/runs/llamabench/metrics.jsonl" || failed=1
+  else
+    failed=1
+  fi
+  rm -rf "$work/runs/llamabench/checkpoints"
+  python3 scripts/bench_gpu_lm.py --config "$work/llamabench.toml" --precisions bf16 --steps 20 || failed=1
+  return "$failed"
+}
+
+step_zero3() {
+  needs_gpu
+  gpt2bench_tokens
+  local zero
+  for zero in 0 3; do
+    gpt2bench_config bf16 40 "$zero"
+    train "gpt2bench-bf16-zero$zero" || return 1
+    rm -rf "$work/runs/gpt2bench-bf16-zero$zero/checkpoints"
+  done
+  python3 -c '
+import json, statistics, sys
+def of(path):
+    steps = [line for line in map(json.loads, open(path)) if "loss" in line][10:]
+    return (statistics.median(line["step_time_s"] for line in steps),
+            max(line.get("peak_device_mb", 0) for line in steps))
+(time0, memory0), (time3, memory3) = of(sys.argv[1]), of(sys.argv[2])
+print(f"GPT-2 124M, bf16, micro-batch 8, one GPU: {time0 * 1e3:.1f} ms/step with zero = 0, {time3 * 1e3:.1f} ms "
+      f"with zero = 3 ({time3 / time0 - 1:+.1%}); peak GPU memory {memory0:,.0f} and {memory3:,.0f} MiB")
+' "$work/runs/gpt2bench-bf16-zero0/metrics.jsonl" "$work/runs/gpt2bench-bf16-zero3/metrics.jsonl"
 }
 
 # kernel_profile NAME: the run of config NAME under Nsight Compute, each kernel's GPU time at

@@ -40,10 +40,11 @@ fi
 scripts/install-deps.sh --build
 install_the_rest() {
   scripts/install-deps.sh
-  # The npm packages the tokenizer tests take as their oracle, installed once here rather than by
-  # two tests at once into one cache; where npm cannot reach its registry those tests skip.
-  echo "test.sh: the npm packages of the tokenizer tests (js-tiktoken, gpt-3-encoder)"
-  { bash -c 'source tests/integration/tiktoken_npm.sh && install_tiktoken_npm' 2>&1 || true; } | progress_filter npm false
+  # The npm packages the tokenizer tests take as their oracles, installed once here rather than by
+  # several tests at once into one cache; where npm cannot reach its registry those tests skip.
+  echo "test.sh: the npm packages of the tokenizer tests (js-tiktoken, gpt-3-encoder, llama3-tokenizer-js," \
+    "@huggingface/tokenizers, llama-tokenizer-js)"
+  { bash -c 'source tests/integration/tokenizer_npm.sh && install_tokenizer_npm' 2>&1 || true; } | progress_filter npm false
 }
 install_the_rest &
 installing=$!

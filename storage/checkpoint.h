@@ -47,7 +47,7 @@ struct CheckpointMeta {
   int64_t best_step = 0;
   int64_t evals_since_best = 0;
   std::string config_text;      // the resolved config the run trained with
-  // data.tokenizer's directory and its content hash (Gpt2Tokenizer::content_hash); empty for a
+  // data.tokenizer's directory and its content hash (Tokenizer::content_hash); empty for a
   // run without one (byte tokens, or classification data).
   std::string tokenizer_path, tokenizer_hash;
   std::string hostnames;        // comma-separated, rank order

@@ -1,12 +1,16 @@
 // Reading weights for train.init_from: see model_weights.h.
 #include "model_weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
 
 #include "checkpoint_directory.h"
-#include "safetensors.h"
+#include "hugging_face_weights.h"
 #include "sharded_checkpoint.h"
 
 namespace trainctl {
@@ -23,14 +27,40 @@ bool starts_with_hdf5_signature(const std::string& path) {
 }
 }  // namespace
 
-std::vector<Tensor> read_model_weights(const std::string& path) {
+ModelWeights::ModelWeights(const std::string& path) {
   std::error_code ignored;
-  if (std::filesystem::is_directory(path, ignored))
-    return std::filesystem::exists(std::filesystem::path(path) / kManifestName, ignored)
-               ? load_checkpoint(path).model
-               : read_safetensors(path + "/model.safetensors");
-  if (starts_with_hdf5_signature(path)) return load_checkpoint(path).model;
-  return read_safetensors(path);
+  const bool directory = std::filesystem::is_directory(path, ignored);
+  if (directory ? std::filesystem::exists(std::filesystem::path(path) / kManifestName, ignored)
+                : starts_with_hdf5_signature(path)) {
+    tensors_ = load_checkpoint(path).model;
+    return;
+  }
+  if (directory)
+    files_ = open_hugging_face_weights(path);
+  else
+    files_.emplace_back(path);
+  for (size_t file = 0; file < files_.size(); ++file) {
+    const std::vector<SafetensorsEntry>& entries = files_[file].entries();
+    for (size_t entry = 0; entry < entries.size(); ++entry) {
+      tensors_.push_back({entries[entry].name, entries[entry].shape, {}});
+      places_.emplace_back(file, entry);
+    }
+  }
+}
+
+void ModelWeights::read(const Tensor& tensor, std::span<float> out) {
+  const auto index = static_cast<size_t>(&tensor - tensors_.data());
+  if (index >= tensors_.size()) throw std::logic_error(fmt::format("tensor {} is not one of these weights", tensor.name));
+  if (places_.empty()) {
+    std::vector<float>& values = tensors_[index].values;
+    if (values.size() != out.size())
+      throw std::logic_error(fmt::format("tensor {} holds {} values, read into {}", tensor.name, values.size(), out.size()));
+    std::copy(values.begin(), values.end(), out.begin());
+    std::vector<float>().swap(values);
+    return;
+  }
+  const auto [file, entry] = places_[index];
+  files_[file].read(files_[file].entries()[entry], out);
 }
 
 }  // namespace trainctl

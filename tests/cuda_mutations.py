@@ -15,6 +15,8 @@ schedules), classic GPU bugs in copies of kernels/cuda/'s sources:
   - a shuffle reached by half a warp (the loss's row sum): a deadlock report naming the
     shuffle, the block and where each of its threads waits (the other half at the block's next
     barrier);
+  - RoPE's halves taken as interleaved pairs (GPT-J's layout, not Hugging Face's rotate_half):
+    results off the CPU reference, forward and backward.
   - grouped-query attention's query heads mapped to their key/value heads in the interleaved
     order (h % kv_heads, repeat_interleave's) instead of Hugging Face's repeat_kv order
     (h / (heads / kv_heads)): the grouped-query cases' out and gradients off the CPU reference.
@@ -85,6 +87,25 @@ KERNEL_MUTATIONS = [
         "expect": ["cuda_on_cpu: deadlock in ", "softmax_cross_entropy_kernel", "block (0,0,0)",
                    "threads 0-15 (first (0,0,0), warp 0 lane 0): waits at __shfl_xor_sync(mask 0xffffffff)",
                    "threads 16-255 (first (16,0,0), warp 0 lane 16): waits at __syncthreads()"],
+    },
+    {
+        "name": "RoPE's halves as interleaved pairs",
+        "file": "kernels/cuda/rope.cu",
+        "old": (
+            "      const float x1 = widen(head[i]), x2 = widen(head[i + half]);\n"
+            "      const float c = cos[table_row + i], s = sign * sin[table_row + i];\n"
+            "      head[i] = narrow<T>(x1 * c - x2 * s);\n"
+            "      head[i + half] = narrow<T>(x2 * c + x1 * s);\n"
+        ),
+        "new": (
+            "      const float x1 = widen(head[2 * i]), x2 = widen(head[2 * i + 1]);\n"
+            "      const float c = cos[table_row + i], s = sign * sin[table_row + i];\n"
+            "      head[2 * i] = narrow<T>(x1 * c - x2 * s);\n"
+            "      head[2 * i + 1] = narrow<T>(x2 * c + x1 * s);\n"
+        ),
+        "group": "rope",
+        "expect": ["[FAIL] rope f32 B=2 T=5 H=3 KV=1 d=8 forward: worst",
+                   "[FAIL] rope bf16 B=2 T=37 H=4 KV=2 d=64 backward: worst"],
     },
     {
         "name": "grouped-query heads mapped in the interleaved order",

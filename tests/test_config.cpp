@@ -26,6 +26,7 @@
 #include "bad_input.h"
 #include "config_reader.h"
 #include "gpt2/gpt2_spec.h"
+#include "llama/llama_spec.h"
 #include "mlp/mlp_spec.h"
 #include "registry.h"
 #include "train_spec.h"
@@ -332,7 +333,7 @@ TEST_CASE("choices list what is allowed") {
   CHECK(load_error(with_key(kMinimalConfig, "[model]", R"(activation = "tanh")")) ==
         R"(FILE:5:14: model.activation: must be one of "relu", "gelu" (got "tanh"))");
   CHECK(load_error(with_key(kMinimalConfig, "[model]", R"(kind = "cnn")")) ==
-        R"(FILE:5:8: model.kind: must be one of "mlp", "gpt2" (got "cnn"))");
+        R"(FILE:5:8: model.kind: must be one of "mlp", "gpt2", "llama" (got "cnn"))");
   CHECK(load_error(with_key(kMinimalConfig, "[train]", R"(device = "tpu")")) ==
         R"(FILE:12:10: train.device: must be one of "cpu", "cuda" (got "tpu"))");
   // CUDA is the runtime's to check on its node; the config must ask for one rank per GPU.
@@ -390,6 +391,89 @@ TEST_CASE("bad gpt2 [model] values name the key") {
   // Another kind's keys are unknown to this one.
   CHECK(load_error(with_key(kGpt2Config, "[model]", "hidden = [64]")) ==
         "FILE:5:10: model.hidden: unknown key");
+}
+
+// The smallest llama config: [model] is lines 4-11.
+constexpr std::string_view kLlamaConfig = R"([job]
+name = "unit-test"
+
+[model]
+kind = "llama"
+n_layer = 2
+n_embd = 64
+n_head = 8
+intermediate_size = 176
+block_size = 32
+vocab_size = 256
+
+[data]
+train = "tokens.bin"
+
+[train]
+steps = 10
+micro_batch = 2
+)";
+
+TEST_CASE("a llama [model] is read with LlamaConfig's defaults, and rope_scaling as config.json spells it") {
+  const trainctl::RunSpec run = *load_text(kLlamaConfig).run;
+  REQUIRE(std::string(run.model.kind()) == "llama");
+  const auto& model = run.model.as<trainctl::LlamaSpec>();
+  CHECK(model.n_kv_head == 8);
+  CHECK(model.head_dim == 8);
+  CHECK(model.rope_theta == 500000.0);
+  CHECK(model.rms_norm_eps == 1e-5);
+  CHECK(!model.tie_embeddings);
+  CHECK(!model.rope_scaling);
+  CHECK(run.model.describe() == "llama 2 layers x 64 wide, 8 heads (8 key/value) of 8, MLP 176, block 32, vocab 256");
+  const trainctl::RunSpec scaled = *load_text(with_key(
+      with_key(kLlamaConfig, "[model]",
+               R"(rope_scaling = { rope_type = "llama3", factor = 32.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_position_embeddings = 8192 })"),
+      "[model]", "n_kv_head = 2\nhead_dim = 16\ntie_embeddings = true"))
+                                         .run;
+  const auto& llama = scaled.model.as<trainctl::LlamaSpec>();
+  REQUIRE(llama.rope_scaling);
+  CHECK(llama.rope_scaling->factor == 32.0);
+  CHECK(llama.rope_scaling->original_max_position_embeddings == 8192);
+  CHECK(scaled.model.describe() ==
+        "llama 2 layers x 64 wide, 8 heads (2 key/value) of 16, MLP 176, block 32, vocab 256, rope scaling x32, tied");
+}
+
+TEST_CASE("bad llama [model] values and combinations name the file, line and key") {
+  const auto scaling = [](std::string_view body) {
+    return load_error(with_key(kLlamaConfig, "[model]", "rope_scaling = { " + std::string(body) + " }"));
+  };
+  CHECK(load_error(with_key(kLlamaConfig, "[model]", "n_kv_head = 3")) ==
+        "FILE:5:13: model.n_kv_head: 3 does not divide n_head = 8: each key/value head serves as many query heads "
+        "as every other");
+  CHECK(load_error(replace_line(kLlamaConfig, "n_head = 8", "n_head = 6")) ==
+        "FILE:7:10: model.n_embd: 64 is not divisible by n_head = 6 (or set head_dim)");
+  CHECK(load_error(replace_line(kLlamaConfig, "n_head = 8", "n_head = 64")) ==
+        "FILE:7:10: model.n_embd: n_embd / n_head = 1 is odd: RoPE rotates the two halves of a head");
+  CHECK(load_error(with_key(kLlamaConfig, "[model]", "head_dim = 15")) ==
+        "FILE:5:12: model.head_dim: 15 is odd: RoPE rotates the two halves of a head");
+  CHECK(load_error(with_key(kLlamaConfig, "[model]", "rope_theta = 0.0")) ==
+        "FILE:5:14: model.rope_theta: must be above 0 (got 0)");
+  CHECK(load_error(with_key(kLlamaConfig, "[model]", "rms_norm_eps = -1e-5")) ==
+        "FILE:5:16: model.rms_norm_eps: must be above 0 (got -1e-05)");
+  CHECK(load_error(replace_line(kLlamaConfig, "vocab_size = 256", "vocab_size = 16777217")) ==
+        "FILE:11:14: model.vocab_size: must be at most 16777216 (got 16777217)");
+  CHECK(load_error(replace_line(kLlamaConfig, "intermediate_size = 176", "")) ==
+        "FILE:4:1: model.intermediate_size: required key is missing");
+  CHECK(scaling(R"(rope_type = "yarn", factor = 32.0)") ==
+        R"(FILE:5:30: model.rope_scaling.rope_type: must be one of "llama3" (got "yarn"))");
+  CHECK(scaling(R"(rope_type = "llama3", factor = 0.5, low_freq_factor = 1.0)") ==
+        "FILE:5:49: model.rope_scaling.factor: must be at least 1 (got 0.5)");
+  CHECK(scaling(R"(rope_type = "llama3", factor = 8.0, low_freq_factor = 4.0, high_freq_factor = 1.0, )"
+                R"(original_max_position_embeddings = 8192)") ==
+        "FILE:5:96: model.rope_scaling.high_freq_factor: must be above low_freq_factor = 4 (got 1)");
+  CHECK(scaling(R"(rope_type = "llama3", factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0)") ==
+        "FILE:5:16: model.rope_scaling.original_max_position_embeddings: required key is missing");
+  CHECK(scaling(R"(rope_type = "llama3", factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, )"
+                R"(original_max_position_embeddings = 8192, type = "llama3")") ==
+        "FILE:5:149: model.rope_scaling.type: unknown key");
+  // GPT-2's keys are unknown to a llama.
+  CHECK(load_error(with_key(kLlamaConfig, "[model]", "n_positions = 32")) ==
+        "FILE:5:15: model.n_positions: unknown key");
 }
 
 TEST_CASE("an empty training data path is rejected") {

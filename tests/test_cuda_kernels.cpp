@@ -25,7 +25,11 @@
 // attention, LayerNorm, the embedding and an optimizer step over 124M parameters; in f32 and
 // bf16; and Llama 3.2 1B's attention (4 x 2048 tokens, 32 query heads of 64 in 8 groups). The CPU
 // reference takes a while there (about 30 TFLOP of OpenBLAS GEMMs), so meson's test
-// leaves them out; scripts/gpu_check.sh runs them on the GPU machine.
+// leaves them out; scripts/gpu_check.sh runs them on the GPU machine. `--llama` runs Llama 3.2
+// 1B's shapes likewise (4 x 2048 tokens, 2048 wide, q, k and v 3072, an MLP of 8192, a vocabulary
+// of 128256): its GEMMs forward and backward in bf16 (about 15 TFLOP on the CPU), the loss,
+// grouped-query attention, RMSNorm, SwiGLU, RoPE and the embedding without positions
+// (gpu_check.sh's llama step).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -848,6 +852,8 @@ constexpr LossCase kLossCases[] = {{1, 1, false},         {3, 5, false},      {1
                                    {9000, 8, false},      {257, 37, false, 0, 40}, {129, 10, true, 0, 13}};
 // GPT-2 124M's: 8 sequences of 1024 tokens over its vocabulary of 50257, padded to 50304.
 constexpr LossCase kGpt2LossCases[] = {{8192, 50257, false, 0, 50304}};
+// Llama 3.2 1B's: 4 sequences of 2048 tokens over its vocabulary of 128256.
+constexpr LossCase kLlamaLossCases[] = {{8192, 128256, false}};
 
 // The loss works over its logits in place and accumulates into its device scalars: each run
 // starts from the same logits and from accumulators that already hold something.
@@ -1263,20 +1269,20 @@ void test_attention(const Gpu& gpu, Checker& checker, std::span<const AttentionC
     }
 }
 
-// LayerNorm, x in [-1, 3] (rows off centre, so that the variance's two passes matter), the
-// residual's addend, weight, bias and grad_out in [-1, 1], eps 1e-5. Both sides sum the row
-// statistics (mean, variance, the backward's two row means) in double, in different orders (CPU:
-// 8 interleaved lanes; CUDA: each of 32 lanes its share of the columns, then a butterfly), and
-// round them to float once. A double sum of at most 768 of these terms is exact or within about
-// 768 * 2^-53 of it, far below float's 2^-24, so both round to the same float unless the double
-// lands that close to a rounding boundary, where they differ by one ulp; all else is the same
-// float operations in the same order (the fused residual add's sum, bitwise). So mean, rstd, out
-// and grad_x are expected bitwise equal in nearly every element, and the tolerances allow one ulp
-// of a row statistic: of mean or rstd, 2^-23 relative at most (2.4e-7 with a factor 2 to spare);
-// it moves out by at most |weight| * (rstd * ulp(mean) + |x - mean| * ulp(rstd)), under 1e-6 here
-// (|mean| < 3, rstd about 0.9, |x - mean| < 4), and grad_x, through one ulp of either row mean
-// (|mean| < 1) times rstd and |norm| < 2, by less. out and grad_x's copy stored in bf16 round
-// once more (stored_in).
+// LayerNorm and RMSNorm, x in [-1, 3] (rows off centre, so that the variance's two passes matter),
+// the residual's addend, weight, bias and grad_out in [-1, 1], eps 1e-5. Both sides sum the row
+// statistics (mean, variance or RMSNorm's mean square, the backward's row means) in double, in
+// different orders (CPU: 8 interleaved lanes; CUDA: each of 32 lanes its share of the columns,
+// then a butterfly), and round them to float once. A double sum of at most 768 of these terms is
+// exact or within about 768 * 2^-53 of it, far below float's 2^-24, so both round to the same
+// float unless the double lands that close to a rounding boundary, where they differ by one ulp;
+// all else is the same float operations in the same order (the fused residual add's sum,
+// bitwise). So mean, rstd, out and grad_x are expected bitwise equal in nearly every element, and
+// the tolerances allow one ulp of a row statistic: of mean or rstd, 2^-23 relative at most (2.4e-7
+// with a factor 2 to spare); it moves out by at most |weight| * (rstd * ulp(mean) + |x - mean| *
+// ulp(rstd)), under 1e-6 here (|mean| < 3, rstd about 0.9, |x - mean| < 4; RMSNorm's rstd about
+// 0.6 on |x| < 3), and grad_x, through one ulp of either row mean (|mean| < 1) times rstd and
+// |norm| < 2, by less. out and grad_x's copy stored in bf16 round once more (stored_in).
 constexpr Tolerance kLayerNormStatistic{0.0, 2.4e-7};
 constexpr Tolerance kLayerNormOut{1e-6, 1e-6};
 constexpr Tolerance kLayerNormGradX{1e-6, 1e-6};
@@ -1296,16 +1302,44 @@ struct LayernormCase {
 constexpr LayernormCase kLayernormCases[] = {{1, 1}, {3, 7}, {129, 64}, {129, 70}, {1, 768}, {4099, 128}};
 // GPT-2 124M's: 8 sequences of 1024 tokens, 768 wide.
 constexpr LayernormCase kGpt2LayernormCases[] = {{8192, 768}};
+// RMSNorm runs LayerNorm's kernels without the centring: fewer cases, one of 18 row blocks.
+constexpr LayernormCase kRmsnormCases[] = {{1, 1}, {3, 7}, {129, 70}, {1100, 64}};
+// Llama 3.2 1B's: 4 sequences of 2048 tokens, 2048 wide.
+constexpr LayernormCase kLlamaRmsnormCases[] = {{8192, 2048}};
 
-void test_layernorm(const Gpu& gpu, Checker& checker, std::span<const LayernormCase> cases, uint64_t seed) {
+// LayerNorm (mean and bias) or RMSNorm (neither), each call as the norm family's op of its kind.
+enum class NormKind { kLayerNorm, kRmsNorm };
+
+void test_norm(const Gpu& gpu, Checker& checker, NormKind kind, std::span<const LayernormCase> cases,
+               uint64_t seed) {
   constexpr float kEps = 1e-5f;
+  const bool layernorm = kind == NormKind::kLayerNorm;
   const trainctl::NormOps& ops = *gpu.device.norm;
   const trainctl::NormOps& ref_ops = *cpu().norm;
+  // The forward and backward of `table`'s norm of this kind (RMSNorm takes no mean and no bias).
+  const auto forward_of = [&](const trainctl::NormOps& table, Stream stream, TypedPtr out, float* mean, float* rstd,
+                              const float* x, ConstTypedPtr add, float* sum, const float* weight, const float* bias,
+                              int64_t rows, int64_t cols) {
+    if (layernorm)
+      table.layernorm_forward(stream, out, mean, rstd, x, add, sum, weight, bias, rows, cols, kEps);
+    else
+      table.rmsnorm_forward(stream, out, rstd, x, add, sum, weight, rows, cols, kEps);
+  };
+  const auto backward_of = [&](const trainctl::NormOps& table, Stream stream, float* grad_x, TypedPtr grad_x_copy,
+                               float* grad_weight, float* grad_bias, ConstTypedPtr grad_out, const float* x,
+                               const float* weight, const float* mean, const float* rstd, int64_t rows,
+                               int64_t cols) {
+    if (layernorm)
+      table.layernorm_backward(stream, grad_x, grad_x_copy, grad_weight, grad_bias, grad_out, x, weight, mean, rstd,
+                               rows, cols);
+    else
+      table.rmsnorm_backward(stream, grad_x, grad_x_copy, grad_weight, grad_out, x, weight, rstd, rows, cols);
+  };
   for (ElementType type : kElementTypes)
     for (const auto [rows, cols] : cases)
       // Offset 1: no row aligned for four elements at a time (on the smaller cases). With the
-      // fused residual add, and grad_x's copy in the tensors' type, as GPT-2 calls them; without,
-      // as its first block.
+      // fused residual add, and grad_x's copy in the tensors' type, as the models call them;
+      // without, as their first block.
       for (size_t offset : {size_t{0}, size_t{1}})
         for (bool fused : {false, true}) {
           if (offset != 0 && rows * cols > 100'000) continue;
@@ -1323,17 +1357,17 @@ void test_layernorm(const Gpu& gpu, Checker& checker, std::span<const LayernormC
           const HostTensor grad_x_copy_init(type, std::vector<float>(n, 5.0f));
           HostTensor ref_out(type, std::vector<float>(n)), ref_grad_x_copy = grad_x_copy_init;
           std::vector<float> ref_mean(row_count), ref_rstd(row_count), ref_sum(n);
-          ref_ops.layernorm_forward(kCpuStream, ref_out.data(), ref_mean.data(), ref_rstd.data(), x.data(),
-                                    fused ? add.data() : ConstTypedPtr{}, fused ? ref_sum.data() : nullptr,
-                                    weight.data(), bias.data(), rows, cols, kEps);
+          forward_of(ref_ops, kCpuStream, ref_out.data(), ref_mean.data(), ref_rstd.data(), x.data(),
+                     fused ? add.data() : ConstTypedPtr{}, fused ? ref_sum.data() : nullptr, weight.data(),
+                     bias.data(), rows, cols);
           // Backward on both sides from the CPU's normalized input, mean and rstd, so that it is
           // compared on its own.
           const std::vector<float>& normalized = fused ? ref_sum : x;
           std::vector<float> ref_grad_x = grad_x_init, ref_grad_weight = grad_weight_init,
                              ref_grad_bias = grad_bias_init;
-          ref_ops.layernorm_backward(kCpuStream, ref_grad_x.data(), fused ? ref_grad_x_copy.data() : TypedPtr{},
-                                     ref_grad_weight.data(), ref_grad_bias.data(), grad_out.data(), normalized.data(),
-                                     weight.data(), ref_mean.data(), ref_rstd.data(), rows, cols);
+          backward_of(ref_ops, kCpuStream, ref_grad_x.data(), fused ? ref_grad_x_copy.data() : TypedPtr{},
+                      ref_grad_weight.data(), ref_grad_bias.data(), grad_out.data(), normalized.data(), weight.data(),
+                      ref_mean.data(), ref_rstd.data(), rows, cols);
 
           DeviceCopy<float> device_x(gpu, x, offset), device_weight(gpu, weight, offset),
               device_bias(gpu, bias, offset), mean(gpu, std::vector<float>(row_count), offset),
@@ -1344,14 +1378,14 @@ void test_layernorm(const Gpu& gpu, Checker& checker, std::span<const LayernormC
           DeviceTensor device_add(gpu, add, offset), device_grad_out(gpu, grad_out, offset),
               out(gpu, HostTensor(type, std::vector<float>(n)), offset), grad_x_copy(gpu, grad_x_copy_init, offset);
           const auto forward = [&] {
-            ops.layernorm_forward(gpu.stream, out.get(), mean.get(), rstd.get(), device_x.get(),
-                                  fused ? device_add.get() : TypedPtr{}, fused ? sum.get() : nullptr,
-                                  device_weight.get(), device_bias.get(), rows, cols, kEps);
+            forward_of(ops, gpu.stream, out.get(), mean.get(), rstd.get(), device_x.get(),
+                       fused ? device_add.get() : TypedPtr{}, fused ? sum.get() : nullptr, device_weight.get(),
+                       device_bias.get(), rows, cols);
           };
           const auto backward = [&] {
-            ops.layernorm_backward(gpu.stream, grad_x.get(), fused ? grad_x_copy.get() : TypedPtr{}, grad_weight.get(),
-                                   grad_bias.get(), device_grad_out.get(), ref_normalized.get(), device_weight.get(),
-                                   ref_mean_copy.get(), ref_rstd_copy.get(), rows, cols);
+            backward_of(ops, gpu.stream, grad_x.get(), fused ? grad_x_copy.get() : TypedPtr{}, grad_weight.get(),
+                        grad_bias.get(), device_grad_out.get(), ref_normalized.get(), device_weight.get(),
+                        ref_mean_copy.get(), ref_rstd_copy.get(), rows, cols);
           };
           struct Result {
             std::vector<float> out, mean, rstd, sum, grad_x, grad_x_copy, grad_weight, grad_bias;
@@ -1366,15 +1400,16 @@ void test_layernorm(const Gpu& gpu, Checker& checker, std::span<const LayernormC
                           grad_x.read(), grad_x_copy.read(), grad_weight.read(), grad_bias.read()};
           };
           const Result first = first_run(run), second = second_run(run);
-          const std::string name = fmt::format("layernorm {} {}{}{}", type_name(type), shape_name(rows, cols),
-                                               offset != 0 ? " (unaligned)" : "",
+          const std::string name = fmt::format("{} {} {}{}{}", layernorm ? "layernorm" : "rmsnorm", type_name(type),
+                                               shape_name(rows, cols), offset != 0 ? " (unaligned)" : "",
                                                fused ? " with the residual add and grad_x's copy" : "");
           checker.compare(name + " out", first.out, ref_out.floats(), stored_in(type, kLayerNormOut));
-          checker.compare(name + " mean", first.mean, ref_mean, kLayerNormStatistic);
           checker.compare(name + " rstd", first.rstd, ref_rstd, kLayerNormStatistic);
           checker.compare(name + " grad_x", first.grad_x, ref_grad_x, kLayerNormGradX);
           checker.compare(name + " grad_weight", first.grad_weight, ref_grad_weight,
                           layernorm_column_sum_tolerance(rows));
+          // RMSNorm leaves the mean and the bias's gradient as they were.
+          checker.compare(name + " mean", first.mean, ref_mean, kLayerNormStatistic);
           checker.compare(name + " grad_bias", first.grad_bias, ref_grad_bias, layernorm_column_sum_tolerance(rows));
           if (fused) {
             checker.compare(name + " sum", first.sum, ref_sum, kExact);
@@ -1396,80 +1431,234 @@ void test_layernorm(const Gpu& gpu, Checker& checker, std::span<const LayernormC
         }
 }
 
+void test_layernorm(const Gpu& gpu, Checker& checker, std::span<const LayernormCase> cases, uint64_t seed) {
+  test_norm(gpu, checker, NormKind::kLayerNorm, cases, seed);
+}
+
+void test_rmsnorm(const Gpu& gpu, Checker& checker, std::span<const LayernormCase> cases, uint64_t seed) {
+  test_norm(gpu, checker, NormKind::kRmsNorm, cases, seed);
+}
+
 // Embedding, weights and grad_out in [-1, 1]. The forward adds two floats per element, and the
 // backward adds each row of grad_out onto its token's row of grad_wte one at a time in increasing
 // position, and onto its position's row of grad_wpe in increasing batch, as the CPU does: the
 // same float additions in the same order, so bitwise equal (kExact), repeated tokens included.
+// Without positions (wpe and grad_wpe null, a Llama's), the forward copies the token's row.
+// Whether a case runs with positions (GPT-2's), without (a Llama's), or both.
+enum class Positions { kBoth, kWith, kWithout };
 struct EmbeddingCase {
   int64_t batch, seq, channels, vocab;
+  Positions positions = Positions::kBoth;
 };
 // Vocabularies of 1 and 5 (every token repeated many times), 17, and GPT-2's 50257 (tokens
 // mostly distinct); all but the first over 64 positions, one tile of the kernel that finds
 // equal tokens; 7 and 70 channels are not whole float4s, 1028 is two blocks of 256 float4s.
+// Without positions the kernels skip a launch: GPT-2's vocabulary adds nothing to see there.
 constexpr EmbeddingCase kEmbeddingCases[] = {{1, 1, 1, 1},    {3, 43, 7, 5},     {1, 129, 64, 5},
-                                             {4, 129, 70, 5}, {2, 65, 1028, 17}, {2, 300, 96, 50257}};
+                                             {4, 129, 70, 5}, {2, 65, 1028, 17}, {2, 300, 96, 50257, Positions::kWith}};
 // GPT-2 124M's: 8 sequences of 1024 tokens, 768 wide.
-constexpr EmbeddingCase kGpt2EmbeddingCases[] = {{8, 1024, 768, 50257}};
+constexpr EmbeddingCase kGpt2EmbeddingCases[] = {{8, 1024, 768, 50257, Positions::kWith}};
+// Llama 3.2 1B's: 4 sequences of 2048 tokens, 2048 wide, its vocabulary of 128256.
+constexpr EmbeddingCase kLlamaEmbeddingCases[] = {{4, 2048, 2048, 128256, Positions::kWithout}};
 
 void test_embedding(const Gpu& gpu, Checker& checker, std::span<const EmbeddingCase> cases, uint64_t seed) {
   // wpe has rows past seq, which backward must leave as they are.
   constexpr int64_t kExtraPositions = 3;
   const trainctl::EmbeddingOps& ops = *gpu.device.embedding;
   const trainctl::EmbeddingOps& ref_ops = *cpu().embedding;
-  for (const auto [batch, seq, channels, vocab] : cases)
+  for (const auto [batch, seq, channels, vocab, positions] : cases)
     // Offset 1: no row 16-byte aligned, so the kernels move one float at a time.
-    for (size_t offset : {size_t{0}, size_t{1}}) {
-      const auto positions = static_cast<size_t>(batch * seq);
-      const auto out_size = static_cast<size_t>(batch * seq * channels);
-      const auto wte_size = static_cast<size_t>(vocab * channels);
-      const auto wpe_size = static_cast<size_t>((seq + kExtraPositions) * channels);
-      const std::vector<int32_t> tokens = random_labels(positions, vocab, ++seed);
-      const std::vector<float> wte = random_floats(wte_size, -1.0f, 1.0f, ++seed);
-      const std::vector<float> wpe = random_floats(wpe_size, -1.0f, 1.0f, ++seed);
-      const std::vector<float> grad_out = random_floats(out_size, -1.0f, 1.0f, ++seed);
-      // What the gradients hold before backward, which accumulates into them.
-      const std::vector<float> grad_wte_init = random_floats(wte_size, -1.0f, 1.0f, ++seed);
-      const std::vector<float> grad_wpe_init = random_floats(wpe_size, -1.0f, 1.0f, ++seed);
-      std::vector<float> ref_out(out_size), ref_grad_wte = grad_wte_init, ref_grad_wpe = grad_wpe_init;
-      ref_ops.embedding_forward(kCpuStream, ref_out.data(), tokens.data(), wte.data(), wpe.data(), batch, seq,
-                                channels);
-      ref_ops.embedding_backward(kCpuStream, ref_grad_wte.data(), ref_grad_wpe.data(), grad_out.data(),
-                                 tokens.data(), batch, seq, channels);
+    for (size_t offset : {size_t{0}, size_t{1}})
+      for (bool with_positions : {true, false}) {
+        if (positions == (with_positions ? Positions::kWithout : Positions::kWith)) continue;
+        const auto positions = static_cast<size_t>(batch * seq);
+        const auto out_size = static_cast<size_t>(batch * seq * channels);
+        const auto wte_size = static_cast<size_t>(vocab * channels);
+        const auto wpe_size = static_cast<size_t>((seq + kExtraPositions) * channels);
+        const std::vector<int32_t> tokens = random_labels(positions, vocab, ++seed);
+        const std::vector<float> wte = random_floats(wte_size, -1.0f, 1.0f, ++seed);
+        const std::vector<float> wpe = random_floats(wpe_size, -1.0f, 1.0f, ++seed);
+        const std::vector<float> grad_out = random_floats(out_size, -1.0f, 1.0f, ++seed);
+        // What the gradients hold before backward, which accumulates into them.
+        const std::vector<float> grad_wte_init = random_floats(wte_size, -1.0f, 1.0f, ++seed);
+        const std::vector<float> grad_wpe_init = random_floats(wpe_size, -1.0f, 1.0f, ++seed);
+        std::vector<float> ref_out(out_size), ref_grad_wte = grad_wte_init, ref_grad_wpe = grad_wpe_init;
+        ref_ops.embedding_forward(kCpuStream, ref_out.data(), tokens.data(), wte.data(),
+                                  with_positions ? wpe.data() : nullptr, batch, seq, channels);
+        ref_ops.embedding_backward(kCpuStream, ref_grad_wte.data(), with_positions ? ref_grad_wpe.data() : nullptr,
+                                   grad_out.data(), tokens.data(), batch, seq, channels);
 
-      DeviceCopy<int32_t> device_tokens(gpu, tokens, offset);
-      DeviceCopy<float> device_wte(gpu, wte, offset), device_wpe(gpu, wpe, offset),
-          device_grad_out(gpu, grad_out, offset), out(gpu, std::vector<float>(out_size), offset),
-          grad_wte(gpu, grad_wte_init, offset), grad_wpe(gpu, grad_wpe_init, offset);
+        DeviceCopy<int32_t> device_tokens(gpu, tokens, offset);
+        DeviceCopy<float> device_wte(gpu, wte, offset), device_wpe(gpu, wpe, offset),
+            device_grad_out(gpu, grad_out, offset), out(gpu, std::vector<float>(out_size), offset),
+            grad_wte(gpu, grad_wte_init, offset), grad_wpe(gpu, grad_wpe_init, offset);
+        const auto forward = [&] {
+          ops.embedding_forward(gpu.stream, out.get(), device_tokens.get(), device_wte.get(),
+                                with_positions ? device_wpe.get() : nullptr, batch, seq, channels);
+        };
+        const auto backward = [&] {
+          ops.embedding_backward(gpu.stream, grad_wte.get(), with_positions ? grad_wpe.get() : nullptr,
+                                 device_grad_out.get(), device_tokens.get(), batch, seq, channels);
+        };
+        struct Result {
+          std::vector<float> out, grad_wte, grad_wpe;
+        };
+        const auto run = [&] {
+          forward();
+          grad_wte.write(grad_wte_init);
+          grad_wpe.write(grad_wpe_init);
+          backward();
+          return Result{out.read(), grad_wte.read(), grad_wpe.read()};
+        };
+        const Result first = first_run(run), second = second_run(run);
+        const std::string name =
+            fmt::format("embedding B={} T={} C={} vocab={}{}{}", batch, seq, channels, vocab,
+                        offset != 0 ? " (unaligned)" : "", with_positions ? "" : " without positions");
+        checker.compare(name + " out", first.out, ref_out, kExact);
+        checker.compare(name + " grad_wte", first.grad_wte, ref_grad_wte, kExact);
+        checker.compare(name + " grad_wpe", first.grad_wpe, ref_grad_wpe, kExact);
+        checker.check_deterministic(name + " out", first.out, second.out);
+        checker.check_deterministic(name + " grad_wte", first.grad_wte, second.grad_wte);
+        checker.check_deterministic(name + " grad_wpe", first.grad_wpe, second.grad_wpe);
+        if (seq == 43) {
+          check_queued(gpu, checker, name + " forward", {.launches = 1}, forward);
+          check_queued(gpu, checker, name + " backward", {.launches = with_positions ? 3 : 2}, backward);
+        }
+      }
+}
+
+// SwiGLU, gate in [-4, 4] (every 7th exactly 0), up and grad_out in [-1, 1]. Both sides compute
+// SwiGlu's float arithmetic (activation_functions.h) in the same order, uncontracted, and differ
+// only by expf, within 2 ulp on CUDA and 4 in glibc's vector version: exp(-gate) off by 6 ulp
+// moves 1 + exp(-gate), and so silu(gate) and the sigmoid, by at most as much relative (6 * 2^-24
+// = 3.6e-7), which the products with up and grad_out (|.| <= 1) keep; the gate's gradient,
+// sigmoid * (1 + gate * (1 - sigmoid)) with |gate| <= 4, moves by up to 5 times that absolute,
+// where its second factor cancels (near gate = -1.28).
+constexpr Tolerance kSwiGlu{2e-6, 1e-6};
+
+struct SwiGluCase {
+  int64_t rows, width;
+  size_t offset = 0;
+};
+// Widths a multiple of 8 at offset 0 go 16 bytes at a time in either type (4 floats, 8 bf16s), 4
+// in f32 only; 7 and 70 one element at a time, as offset 1. 4099 rows of 64 take a thread over
+// more than one row (kernel_common.cuh's row tiles), 1100 columns more than one column tile.
+constexpr SwiGluCase kSwiGluCases[] = {{1, 1}, {3, 7}, {129, 64}, {129, 70}, {129, 64, 1}, {33, 4}, {4099, 64},
+                                       {5, 1100}};
+// Llama 3.2 1B's MLP: 4 x 2048 tokens, 8192 wide.
+constexpr SwiGluCase kLlamaSwiGluCases[] = {{8192, 8192}};
+
+void test_swiglu(const Gpu& gpu, Checker& checker, std::span<const SwiGluCase> cases, uint64_t seed) {
+  for (ElementType type : kElementTypes)
+    for (const auto [rows, width, offset] : cases) {
+      const auto n = static_cast<size_t>(rows * width);
+      std::vector<float> gate_up_values(2 * n);
+      const std::vector<float> gates = pre_activations(n, ++seed), ups = random_floats(n, -1.0f, 1.0f, ++seed);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < width; ++j) {
+          gate_up_values[static_cast<size_t>(2 * r * width + j)] = gates[static_cast<size_t>(r * width + j)];
+          gate_up_values[static_cast<size_t>((2 * r + 1) * width + j)] = ups[static_cast<size_t>(r * width + j)];
+        }
+      const HostTensor gate_up(type, gate_up_values), grad_out = random_tensor(type, n, -1.0f, 1.0f, ++seed);
+      HostTensor ref_out(type, std::vector<float>(n)), ref_grad(type, std::vector<float>(2 * n));
+      cpu().elementwise.swiglu_forward(kCpuStream, ref_out.data(), gate_up.data(), rows, width);
+      cpu().elementwise.swiglu_backward(kCpuStream, ref_grad.data(), grad_out.data(), gate_up.data(), rows, width);
+
+      DeviceTensor device_gate_up(gpu, gate_up, offset), device_grad_out(gpu, grad_out, offset),
+          out(gpu, HostTensor(type, std::vector<float>(n)), offset),
+          // Starts from garbage: the backward overwrites it.
+          grad(gpu, random_tensor(type, 2 * n, -100.0f, 100.0f, ++seed), offset);
       const auto forward = [&] {
-        ops.embedding_forward(gpu.stream, out.get(), device_tokens.get(), device_wte.get(), device_wpe.get(), batch,
-                              seq, channels);
+        gpu.device.elementwise.swiglu_forward(gpu.stream, out.get(), device_gate_up.get(), rows, width);
       };
       const auto backward = [&] {
-        ops.embedding_backward(gpu.stream, grad_wte.get(), grad_wpe.get(), device_grad_out.get(), device_tokens.get(),
-                               batch, seq, channels);
+        gpu.device.elementwise.swiglu_backward(gpu.stream, grad.get(), device_grad_out.get(), device_gate_up.get(),
+                                               rows, width);
       };
       struct Result {
-        std::vector<float> out, grad_wte, grad_wpe;
+        std::vector<float> out, grad;
       };
       const auto run = [&] {
         forward();
-        grad_wte.write(grad_wte_init);
-        grad_wpe.write(grad_wpe_init);
         backward();
-        return Result{out.read(), grad_wte.read(), grad_wpe.read()};
+        return Result{out.read(), grad.read()};
       };
       const Result first = first_run(run), second = second_run(run);
-      const std::string name = fmt::format("embedding B={} T={} C={} vocab={}{}", batch, seq, channels, vocab,
+      const std::string name = fmt::format("swiglu {} {}{}", type_name(type), shape_name(rows, width),
                                            offset != 0 ? " (unaligned)" : "");
-      checker.compare(name + " out", first.out, ref_out, kExact);
-      checker.compare(name + " grad_wte", first.grad_wte, ref_grad_wte, kExact);
-      checker.compare(name + " grad_wpe", first.grad_wpe, ref_grad_wpe, kExact);
+      checker.compare(name + " out", first.out, ref_out.floats(), stored_in(type, kSwiGlu));
+      checker.compare(name + " grad_gate_up", first.grad, ref_grad.floats(), stored_in(type, kSwiGlu));
+      checker.compare(name + " gate_up untouched", device_gate_up.read(), gate_up.floats(), kExact);
       checker.check_deterministic(name + " out", first.out, second.out);
-      checker.check_deterministic(name + " grad_wte", first.grad_wte, second.grad_wte);
-      checker.check_deterministic(name + " grad_wpe", first.grad_wpe, second.grad_wpe);
-      if (seq == 43) {
+      checker.check_deterministic(name + " grad_gate_up", first.grad, second.grad);
+      if (rows == 129 && width == 70) {
         check_queued(gpu, checker, name + " forward", {.launches = 1}, forward);
-        check_queued(gpu, checker, name + " backward", {.launches = 3}, backward);
+        check_queued(gpu, checker, name + " backward", {.launches = 1}, backward);
+      }
+    }
+}
+
+// RoPE, qkv in [-1, 1], the tables of random angles' cos and sin. Both sides round each of the
+// two products, then their sum, in float, uncontracted (--fmad=false), and widen a bf16 element
+// exactly and round the result once: bitwise equal (kExact), the value heads untouched. The
+// planted bug of tests/cuda_mutations.py (interleaved pairs for rotate_half's halves) must show.
+struct RopeCase {
+  trainctl::AttentionShape shape;
+  size_t offset = 0;
+};
+// One head of two columns; a key/value head per 3 query heads; Llama's head sizes 32, 64 and
+// 128 (two columns per lane of a head's warp); offset 1 in both types.
+constexpr RopeCase kRopeCases[] = {{{1, 1, 1, 1, 2}}, {{2, 5, 3, 1, 8}},   {{2, 37, 4, 2, 64}},
+                                   {{1, 129, 6, 2, 32}}, {{1, 17, 2, 2, 128}}, {{2, 5, 3, 1, 8}, 1}};
+// Llama 3.2 1B's: 4 sequences of 2048 tokens, 32 query heads of 64 in 8 groups.
+constexpr RopeCase kLlamaRopeCases[] = {{{4, 2048, 32, 8, 64}}};
+
+void test_rope(const Gpu& gpu, Checker& checker, std::span<const RopeCase> cases, uint64_t seed) {
+  for (ElementType type : kElementTypes)
+    for (const auto [shape, offset] : cases) {
+      const auto n = static_cast<size_t>(shape.batch * shape.seq * shape.qkv_width());
+      const auto table = static_cast<size_t>(shape.seq * shape.head_size / 2);
+      const std::vector<float> angles = random_floats(table, -3.0f, 3.0f, ++seed);
+      std::vector<float> cos(table), sin(table);
+      for (size_t i = 0; i < table; ++i) {
+        cos[i] = std::cos(angles[i]);
+        sin[i] = std::sin(angles[i]);
+      }
+      const HostTensor qkv = random_tensor(type, n, -1.0f, 1.0f, ++seed);
+      HostTensor ref_forward = qkv, ref_backward = qkv;
+      cpu().rope->rope_forward(kCpuStream, ref_forward.data(), cos.data(), sin.data(), shape);
+      cpu().rope->rope_backward(kCpuStream, ref_backward.data(), cos.data(), sin.data(), shape);
+
+      DeviceCopy<float> device_cos(gpu, cos, offset), device_sin(gpu, sin, offset);
+      DeviceTensor device_qkv(gpu, qkv, offset);
+      const auto forward = [&] {
+        gpu.device.rope->rope_forward(gpu.stream, device_qkv.get(), device_cos.get(), device_sin.get(), shape);
+      };
+      const auto backward = [&] {
+        gpu.device.rope->rope_backward(gpu.stream, device_qkv.get(), device_cos.get(), device_sin.get(), shape);
+      };
+      struct Result {
+        std::vector<float> forward, backward;
+      };
+      const auto run = [&] {
+        device_qkv.write(qkv);
+        forward();
+        std::vector<float> rotated = device_qkv.read();
+        device_qkv.write(qkv);
+        backward();
+        return Result{std::move(rotated), device_qkv.read()};
+      };
+      const Result first = first_run(run), second = second_run(run);
+      const std::string name =
+          fmt::format("rope {} B={} T={} H={} KV={} d={}{}", type_name(type), shape.batch, shape.seq, shape.heads,
+                      shape.kv_heads, shape.head_size, offset != 0 ? " (unaligned)" : "");
+      checker.compare(name + " forward", first.forward, ref_forward.floats(), kExact);
+      checker.compare(name + " backward", first.backward, ref_backward.floats(), kExact);
+      checker.check_deterministic(name + " forward", first.forward, second.forward);
+      checker.check_deterministic(name + " backward", first.backward, second.backward);
+      if (shape.seq == 37) {
+        check_queued(gpu, checker, name + " forward", {.launches = 1}, forward);
+        check_queued(gpu, checker, name + " backward", {.launches = 1}, backward);
       }
     }
 }
@@ -1498,6 +1687,19 @@ struct ModelGemm {
   bool float_c = false;
 };
 
+// Each of `gemms` in each of `precisions`, its random inputs from `seed` on.
+void run_model_gemms(const Gpu& gpu, Checker& checker, std::span<const ModelGemm> gemms,
+                     std::span<const ElementType> precisions, uint64_t seed) {
+  for (ElementType precision : precisions)
+    for (const ModelGemm& model_gemm : gemms) {
+      const GemmTypes types{precision, model_gemm.float_c ? kF32 : precision};
+      Gemm gemm = gemm_of_case(model_gemm.shape, model_gemm.transpose_a, model_gemm.transpose_b);
+      gemm.epilogue = model_gemm.epilogue;
+      gemm.ld_aux = model_gemm.ld_aux;
+      test_gemm(gpu, checker, types, model_gemm.shape, gemm, random_gemm_tensors(types, gemm, seed));
+    }
+}
+
 // The benchmark MLP's hidden layer (batch 8192, 8192 wide) and GPT-2 124M's GEMMs (8192 rows, 768
 // wide, the vocabulary padded to 50304), forward and backward, each in the types an f32 run and a
 // bf16 run give it.
@@ -1522,15 +1724,33 @@ void test_model_gemms(const Gpu& gpu, Checker& checker) {
       {false, false, {.m = kRows, .n = kChannels, .k = kVocab}, Epilogue::kNone},
       {true, false, {.m = kVocab, .n = kChannels, .k = kRows, .beta = 1.0f}, Epilogue::kNone, 0, true},
   };
-  uint64_t seed = 820;
-  for (ElementType precision : kElementTypes)
-    for (const ModelGemm& model_gemm : gemms) {
-      const GemmTypes types{precision, model_gemm.float_c ? kF32 : precision};
-      Gemm gemm = gemm_of_case(model_gemm.shape, model_gemm.transpose_a, model_gemm.transpose_b);
-      gemm.epilogue = model_gemm.epilogue;
-      gemm.ld_aux = model_gemm.ld_aux;
-      test_gemm(gpu, checker, types, model_gemm.shape, gemm, random_gemm_tensors(types, gemm, seed));
-    }
+  run_model_gemms(gpu, checker, gemms, kElementTypes, 820);
+}
+
+// Llama 3.2 1B's GEMMs (8192 rows, 2048 wide, q, k and v 3072 together, gate and up 2 x 8192,
+// the vocabulary of 128256), forward and backward, in the types a bf16 run gives them (the
+// precision it is trained in).
+void test_llama_gemms(const Gpu& gpu, Checker& checker) {
+  constexpr int64_t kRows = 8192, kChannels = 2048, kQkv = 3072, kMlp = 8192, kVocab = 128256;
+  const ModelGemm gemms[] = {
+      // Forward, nn.Linear's x W^T: qkv, o, gate and up, down, the head.
+      {false, true, {.m = kRows, .n = kQkv, .k = kChannels}, Epilogue::kNone},
+      {false, true, {.m = kRows, .n = kChannels, .k = kChannels}, Epilogue::kNone},
+      {false, true, {.m = kRows, .n = 2 * kMlp, .k = kChannels}, Epilogue::kNone},
+      {false, true, {.m = kRows, .n = kChannels, .k = kMlp}, Epilogue::kNone},
+      {false, true, {.m = kRows, .n = kVocab, .k = kChannels}, Epilogue::kNone},
+      // Backward: each weight's gradient dY^T X into float, accumulating, and the input's dY W.
+      {true, false, {.m = kChannels, .n = kMlp, .k = kRows, .beta = 1.0f}, Epilogue::kNone, 0, true},
+      {false, false, {.m = kRows, .n = kMlp, .k = kChannels}, Epilogue::kNone},
+      {true, false, {.m = 2 * kMlp, .n = kChannels, .k = kRows, .beta = 1.0f}, Epilogue::kNone, 0, true},
+      {false, false, {.m = kRows, .n = kChannels, .k = 2 * kMlp}, Epilogue::kNone},
+      {true, false, {.m = kQkv, .n = kChannels, .k = kRows, .beta = 1.0f}, Epilogue::kNone, 0, true},
+      {false, false, {.m = kRows, .n = kChannels, .k = kQkv}, Epilogue::kNone},
+      {true, false, {.m = kVocab, .n = kChannels, .k = kRows, .beta = 1.0f}, Epilogue::kNone, 0, true},
+      {false, false, {.m = kRows, .n = kChannels, .k = kVocab}, Epilogue::kNone},
+  };
+  constexpr ElementType kBf16Only[] = {kBf16};
+  run_model_gemms(gpu, checker, gemms, kBf16Only, 870);
 }
 
 struct TestGroup {
@@ -1545,9 +1765,22 @@ std::function<void(const Gpu&, Checker&)> over(void (*test)(const Gpu&, Checker&
   return [=](const Gpu& gpu, Checker& checker) { test(gpu, checker, cases, seed); };
 }
 
-// The groups of the default run, and of --large: the benchmark MLP's shapes and GPT-2 124M's.
-std::vector<TestGroup> test_groups(bool large) {
-  if (large)
+// Which shapes a run takes: the default's, --large's (the benchmark MLP's and GPT-2 124M's) or
+// --llama's (Llama 3.2 1B's).
+enum class Shapes { kDefault, kLarge, kLlama };
+
+// The groups of each run.
+std::vector<TestGroup> test_groups(Shapes shapes) {
+  if (shapes == Shapes::kLlama)
+    return {{"gemm_model", test_llama_gemms},
+            {"softmax_cross_entropy", over<LossCase>(test_softmax_cross_entropy, kLlamaLossCases, 1600)},
+            // --large's last case: Llama 3.2 1B's.
+            {"attention", over<AttentionCase>(test_attention, std::span(kLargeAttentionCases).last(1), 1610)},
+            {"rmsnorm", over<LayernormCase>(test_rmsnorm, kLlamaRmsnormCases, 1620)},
+            {"swiglu", over<SwiGluCase>(test_swiglu, kLlamaSwiGluCases, 1630)},
+            {"rope", over<RopeCase>(test_rope, kLlamaRopeCases, 1640)},
+            {"embedding", over<EmbeddingCase>(test_embedding, kLlamaEmbeddingCases, 1650)}};
+  if (shapes == Shapes::kLarge)
     return {{"gemm", test_benchmark_gemms},
             {"gemm_model", test_model_gemms},
             {"activation_forward", over<ActivationCase>(test_activation_forward, kBenchmarkActivationCases, 850)},
@@ -1572,20 +1805,25 @@ std::vector<TestGroup> test_groups(bool large) {
           {"attention_1024", over<AttentionCase>(test_attention, kLongAttentionCases, 1054)},
           {"attention_gqa", over<AttentionCase>(test_attention, kGroupedQueryCases, 1060)},
           {"layernorm", over<LayernormCase>(test_layernorm, kLayernormCases, 1100)},
-          {"embedding", over<EmbeddingCase>(test_embedding, kEmbeddingCases, 1200)}};
+          {"embedding", over<EmbeddingCase>(test_embedding, kEmbeddingCases, 1200)},
+          {"rmsnorm", over<LayernormCase>(test_rmsnorm, kRmsnormCases, 1300)},
+          {"swiglu", over<SwiGluCase>(test_swiglu, kSwiGluCases, 1400)},
+          {"rope", over<RopeCase>(test_rope, kRopeCases, 1500)}};
 }
 
 struct Options {
-  bool large = false;
+  Shapes shapes = Shapes::kDefault;
   std::string only;  // one group's name; all when empty
 };
 
-// Parses [--large] [--only GROUP] [--schedules FIRST,SECOND]; false on anything else.
+// Parses [--large | --llama] [--only GROUP] [--schedules FIRST,SECOND]; false on anything else.
 bool parse_options(int argc, char** argv, Options& options) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--large") {
-      options.large = true;
+      options.shapes = Shapes::kLarge;
+    } else if (arg == "--llama") {
+      options.shapes = Shapes::kLlama;
     } else if (arg == "--only" && i + 1 < argc) {
       options.only = argv[++i];
     } else if (arg == "--schedules" && i + 1 < argc) {
@@ -1607,7 +1845,7 @@ bool parse_options(int argc, char** argv, Options& options) {
 int main(int argc, char** argv) {
   Options options;
   if (!parse_options(argc, argv, options)) {
-    std::fprintf(stderr, "usage: %s [--large] [--only GROUP] [--schedules FIRST,SECOND]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--large | --llama] [--only GROUP] [--schedules FIRST,SECOND]\n", argv[0]);
     return 2;
   }
   const Device* cuda = nullptr;
@@ -1632,7 +1870,7 @@ int main(int argc, char** argv) {
 
   Checker checker;
   bool found = options.only.empty();
-  for (const TestGroup& group : test_groups(options.large)) {
+  for (const TestGroup& group : test_groups(options.shapes)) {
     if (!options.only.empty() && options.only != group.name) continue;
     found = true;
     const auto start = std::chrono::steady_clock::now();

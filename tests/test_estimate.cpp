@@ -1,5 +1,5 @@
 // Tests for what `trainctl estimate` computes without building anything: the models' footprints
-// (models/registry.h) against what a built MLP and GPT-2 allocate through the device seam,
+// (models/registry.h) against what a built MLP, GPT-2 and Llama allocate through the device seam,
 // counted by a CPU device whose alloc and release keep a tally (fp32 and bf16, with and without
 // recompute), and against the built models' parameter counts, largest tensors and FLOPs; the
 // data footprints against the sources that read the files; and the SLURM memory and time syntax
@@ -17,6 +17,7 @@
 #include "classification_file.h"
 #include "device.h"
 #include "gpt2/gpt2.h"
+#include "llama/llama.h"
 #include "job_spec.h"
 #include "mlp/mlp.h"
 #include "registry.h"
@@ -106,6 +107,21 @@ ModelSpec gpt2_spec() {
   return {gpt2};
 }
 
+// Grouped-query attention, head_dim 4 (n_head * head_dim = 12, not n_embd 8), untied or tied.
+ModelSpec llama_spec(bool tied) {
+  trainctl::LlamaSpec llama;
+  llama.n_layer = 3;
+  llama.n_head = 3;
+  llama.n_kv_head = 1;
+  llama.head_dim = 4;
+  llama.n_embd = 8;
+  llama.intermediate_size = 20;
+  llama.block_size = 5;
+  llama.vocab_size = 11;
+  llama.tie_embeddings = tied;
+  return {llama};
+}
+
 ModelOptions options_for(int64_t examples, Precision precision, bool recompute) {
   ModelOptions options;
   options.max_examples = examples;
@@ -164,6 +180,26 @@ TEST_CASE("GPT-2's footprint is what a built GPT-2 allocates, with and without r
   // rows), the widest B, wte in memory [128, 8], and the widest C, the logits [10, 128], in float.
   CHECK(trainctl::gpt2_footprint(gpt2_spec(), options_for(2, Precision::kBf16, false)).cpu_scratch_bytes ==
         (3 * 5 * 5 + 10 * 128 + 128 * 8 + 10 * 128) * 4);
+}
+
+TEST_CASE("Llama's footprint is what a built Llama allocates, tied or not, with and without recompute") {
+  for (const bool tied : {false, true})
+    for (const bool recompute : {false, true})
+      for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+        CAPTURE(tied);
+        CAPTURE(recompute);
+        CAPTURE(static_cast<int>(precision));
+        check_footprint(llama_spec(tied), options_for(2, precision, recompute));
+      }
+  const ModelFootprint stored = trainctl::llama_footprint(llama_spec(false), options_for(2, Precision::kFp32, false));
+  CHECK(trainctl::llama_footprint(llama_spec(false), options_for(2, Precision::kFp32, true)).activation_bytes <
+        stored.activation_bytes);
+  CHECK(stored.host_batch_bytes == 2 * 2 * 5 * 4);  // tokens and targets, int32 [2, 5]
+  CHECK(stored.largest_tensor == 20 * 8);           // gate_proj's, up_proj's and down_proj's, beside 11 x 8
+  // bf16 adds two of the widest outputs (A and C), gate_up [10, 40], and the widest B, gate_up's
+  // weights [40, 8] (beside the activations [10, 20]), in float.
+  CHECK(trainctl::llama_footprint(llama_spec(false), options_for(2, Precision::kBf16, false)).cpu_scratch_bytes ==
+        (3 * 5 * 5 + 2 * 10 * 40 + 40 * 8) * 4);
 }
 
 TEST_CASE("the data footprints are what the sources hold, read from the files' headers") {

@@ -1,7 +1,8 @@
 // Tests for GPT-2 (models/gpt2/gpt2.cpp) on the CPU reference ops, with a tiny model (2 layers, 2
 // heads, 8 wide, context 5, vocabulary 11, batches of 2): the gradient of every parameter
 // against central finite differences of the mean loss; the GPT2LMHeadModel state_dict layout
-// and its weight-decay groups; the layer_done slices (ln_f first, each block, wte and wpe last,
+// and its weight-decay groups; its layers (the blocks and ln_f; wte and wpe kept) and the
+// layouts model_layers refuses; the layer_done slices (ln_f first, each block, wte and wpe last,
 // every parameter once); activation recompute giving bitwise-equal gradients with less memory;
 // bf16 GEMMs near but not equal to fp32; next_token_logits against evaluate's token losses; and
 // GPT-2's deterministic init.
@@ -9,7 +10,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -17,6 +17,7 @@
 
 #include "device.h"
 #include "gpt2/gpt2.h"
+#include "language_model_tests.h"
 #include "registry.h"
 #include "rng.h"
 
@@ -26,7 +27,10 @@ using trainctl::ParameterSlice;
 
 namespace {
 
-const trainctl::Device& cpu() { return trainctl::cpu_device(); }
+using language_model_tests::cpu;
+using language_model_tests::download;
+using language_model_tests::slice_named;
+using language_model_tests::upload;
 
 constexpr int64_t kLayers = 2, kHeads = 2, kChannels = 8, kContext = 5, kVocab = 11, kExamples = 2;
 // The rows of wte in the flat buffers: kVocab rounded up to a multiple of 128.
@@ -47,40 +51,8 @@ Gpt2 tiny_model(ModelOptions options = {}) {
   return Gpt2(tiny_spec(), cpu(), options);
 }
 
-// Random tokens and targets, int32 [examples, block_size], as data/token_source.h gives them.
 trainctl::Batch token_batch(int64_t examples, uint64_t seed) {
-  trainctl::Rng rng(seed, trainctl::kSyntheticDataStream);
-  trainctl::Batch batch;
-  batch.examples = examples;
-  for (const char* name : {"tokens", "targets"}) {
-    int32_t* values = batch.ints(name, {examples, kContext});
-    for (int64_t i = 0; i < examples * kContext; ++i) values[i] = static_cast<int32_t>(rng.below(kVocab));
-  }
-  return batch;
-}
-
-std::vector<float> download(const float* device_values, int64_t count) {
-  std::vector<float> host(static_cast<size_t>(count));
-  cpu().memory.download(trainctl::Stream{}, host.data(), device_values, host.size() * sizeof(float));
-  return host;
-}
-
-void upload(Gpt2& model, const std::vector<float>& values) {
-  cpu().memory.upload(trainctl::Stream{}, model.parameters(), values.data(), values.size() * sizeof(float));
-}
-
-const ParameterSlice& slice_named(const Gpt2& model, const std::string& name) {
-  for (const ParameterSlice& slice : model.parameter_layout())
-    if (slice.name == name) return slice;
-  FAIL("no slice named ", name);
-  return model.parameter_layout().front();
-}
-
-const ParameterSlice& slice_holding(const Gpt2& model, int64_t index) {
-  for (const ParameterSlice& slice : model.parameter_layout())
-    if (index >= slice.offset && index < slice.offset + slice.count) return slice;
-  FAIL("no slice holds parameter ", index);
-  return model.parameter_layout().front();
+  return language_model_tests::token_batch(examples, kContext, kVocab, seed);
 }
 
 // Parameters far from GPT-2's init (weights and biases ~0.3, LayerNorm weights near 1), so that
@@ -97,59 +69,15 @@ std::vector<float> lively_parameters(const Gpt2& model) {
   return values;
 }
 
-double mean_loss(Gpt2& model, const trainctl::Batch& batch) {
-  return model.evaluate(batch).loss_sum / static_cast<double>(batch.examples * kContext);
-}
-
 }  // namespace
 
 TEST_CASE("gpt2: the gradient of every parameter matches central finite differences of the mean loss") {
   Gpt2 model = tiny_model();
-  const std::vector<float> original = lively_parameters(model);
-  upload(model, original);
-  const trainctl::Batch batch = token_batch(kExamples, 1);
-  const int64_t tokens = kExamples * kContext;
-
-  model.zero_gradients();
-  model.forward_backward(batch, 1.0f / static_cast<float>(tokens));
-  const std::vector<float> analytic = download(model.gradients(), model.parameter_count());
-
   // The loss is computed in fp32 (~1e-7 relative): a step of 3e-3 balances rounding noise in the
   // numeric derivative (~3e-5 at worst) against its truncation error (h^2 f''' / 6, 9x larger
   // at 1e-2 than here).
-  const float step = 3e-3f;
-  const double absolute_tolerance = 5e-5, relative_tolerance = 5e-3;
-  double worst_ratio = -1.0;
-  int64_t worst_index = 0, failures = 0;
-  double worst_analytic = 0.0, worst_numeric = 0.0;
-  std::vector<float> perturbed = original;
-  for (int64_t i = 0; i < model.parameter_count(); ++i) {
-    const float p = original[static_cast<size_t>(i)];
-    const float up = p + step, down = p - step;
-    perturbed[static_cast<size_t>(i)] = up;
-    upload(model, perturbed);
-    const double plus = mean_loss(model, batch);
-    perturbed[static_cast<size_t>(i)] = down;
-    upload(model, perturbed);
-    const double minus = mean_loss(model, batch);
-    perturbed[static_cast<size_t>(i)] = p;
-    const double numeric = (plus - minus) / (static_cast<double>(up) - static_cast<double>(down));
-    const double gradient = analytic[static_cast<size_t>(i)];
-    const double ratio = std::abs(gradient - numeric) / (absolute_tolerance + relative_tolerance * std::abs(numeric));
-    if (ratio > 1.0) ++failures;
-    if (ratio > worst_ratio) {
-      worst_ratio = ratio;
-      worst_index = i;
-      worst_analytic = gradient;
-      worst_numeric = numeric;
-    }
-  }
-  const ParameterSlice& worst = slice_holding(model, worst_index);
-  MESSAGE(fmt::format("{} parameters checked (tolerance {:g} + {:g} |numeric|, step {:g}); worst: {}[{}] analytic "
-                      "{:.6g} numeric {:.6g} ({:.2f} of tolerance)",
-                      model.parameter_count(), absolute_tolerance, relative_tolerance, step, worst.name,
-                      worst_index - worst.offset, worst_analytic, worst_numeric, worst_ratio));
-  CHECK(failures == 0);
+  language_model_tests::check_gradients(model, lively_parameters(model), token_batch(kExamples, 1), 3e-3f, 5e-5,
+                                        5e-3);
 }
 
 TEST_CASE("gpt2: the layout is GPT2LMHeadModel's state_dict without lm_head, decaying only matrices") {
@@ -196,29 +124,56 @@ TEST_CASE("gpt2: the layout is GPT2LMHeadModel's state_dict without lm_head, dec
   CHECK(model.training_flops_per_term() == 6.0 * non_embedding + 12.0 * kLayers * c * kContext);
 }
 
+TEST_CASE("gpt2: the layers are the blocks, then ln_f; wte and wpe are kept, wte being the head too") {
+  const Gpt2 model = tiny_model();
+  for (const ParameterSlice& slice : model.parameter_layout()) {
+    CAPTURE(slice.name);
+    if (slice.name.starts_with("transformer.h."))
+      CHECK(slice.layer == std::stoi(slice.name.substr(std::strlen("transformer.h."))));
+    else if (slice.name.starts_with("transformer.ln_f."))
+      CHECK(slice.layer == kLayers);
+    else
+      CHECK(slice.layer == trainctl::kKeptLayer);
+  }
+  const trainctl::ModelLayers layers = trainctl::model_layers(model.parameter_layout());
+  REQUIRE(layers.layers.size() == kLayers + 1);
+  REQUIRE(layers.kept);
+  const int64_t c = kChannels, block = 12 * c * c + 13 * c, kept = (kPaddedVocab + kContext) * c;
+  CHECK(layers.kept->begin == 0);
+  CHECK(layers.kept->count() == kept);
+  for (int64_t b = 0; b < kLayers; ++b) {
+    CHECK(layers.layers[static_cast<size_t>(b)].begin == kept + b * block);
+    CHECK(layers.layers[static_cast<size_t>(b)].count() == block);
+  }
+  CHECK(layers.layers.back().count() == 2 * c);
+  CHECK(layers.layers.back().end == model.parameter_count());
+}
+
+TEST_CASE("model_layers refuses a layer out of order, one split by another, and a kept layer split") {
+  const auto layout = [](std::vector<int> layers) {
+    std::vector<ParameterSlice> slices;
+    for (size_t i = 0; i < layers.size(); ++i) slices.push_back({fmt::format("t{}", i), {2}, 0, 0, true, 0, layers[i]});
+    return trainctl::laid_out(slices);
+  };
+  const trainctl::ModelLayers fine = trainctl::model_layers(layout({-1, -1, 0, 0, 1}));
+  CHECK(fine.layers.size() == 2);
+  CHECK(fine.kept->count() == 4);
+  CHECK_THROWS_WITH_AS(trainctl::model_layers(layout({0, 2})),
+                       "t1 is in layer 2, after layer 0: layers are numbered from 0 in layout order", std::logic_error);
+  CHECK_THROWS_WITH_AS(trainctl::model_layers(layout({0, 1, 0})),
+                       "t2 is in layer 0, after layer 1: layers are numbered from 0 in layout order", std::logic_error);
+  CHECK_THROWS_WITH_AS(trainctl::model_layers(layout({-1, 0, -1})), "t2 is not adjacent to the rest of its layer -1",
+                       std::logic_error);
+}
+
 TEST_CASE("gpt2: layer_done reports ln_f first, then each block from the last, then wte and wpe, each once") {
   Gpt2 model = tiny_model();
   model.init_parameters(3);
-  std::vector<std::pair<int64_t, int64_t>> reports;
-  std::vector<int> times_reported(static_cast<size_t>(model.parameter_count()), 0);
-  model.forward_backward(token_batch(kExamples, 2), 0.1f, [&](int64_t offset, int64_t count) {
-    reports.emplace_back(offset, count);
-    for (int64_t i = offset; i < offset + count; ++i) ++times_reported[static_cast<size_t>(i)];
-  });
-  CHECK(std::all_of(times_reported.begin(), times_reported.end(), [](int times) { return times == 1; }));
-
-  auto span = [&model](const std::string& first, const std::string& last) {
-    const ParameterSlice& from = slice_named(model, first);
-    const ParameterSlice& to = slice_named(model, last);
-    return std::pair<int64_t, int64_t>{from.offset, to.offset + to.count - from.offset};
-  };
-  const std::vector<std::pair<int64_t, int64_t>> expected{
-      span("transformer.ln_f.weight", "transformer.ln_f.bias"),
-      span("transformer.h.1.ln_1.weight", "transformer.h.1.mlp.c_proj.bias"),
-      span("transformer.h.0.ln_1.weight", "transformer.h.0.mlp.c_proj.bias"),
-      span("transformer.wte.weight", "transformer.wpe.weight"),
-  };
-  CHECK(reports == expected);
+  language_model_tests::check_layer_done(model, token_batch(kExamples, 2),
+                                         {{"transformer.ln_f.weight", "transformer.ln_f.bias"},
+                                          {"transformer.h.1.ln_1.weight", "transformer.h.1.mlp.c_proj.bias"},
+                                          {"transformer.h.0.ln_1.weight", "transformer.h.0.mlp.c_proj.bias"},
+                                          {"transformer.wte.weight", "transformer.wpe.weight"}});
 }
 
 TEST_CASE("gpt2: activation recompute gives bitwise-equal gradients and loss in less memory") {
@@ -226,20 +181,8 @@ TEST_CASE("gpt2: activation recompute gives bitwise-equal gradients and loss in 
   recompute.recompute = true;
   Gpt2 stored = tiny_model();
   Gpt2 recomputed = tiny_model(recompute);
-  const trainctl::Batch first = token_batch(kExamples, 4), second = token_batch(kExamples, 5);
-  for (Gpt2* model : {&stored, &recomputed}) upload(*model, lively_parameters(*model));
-
-  // Two micro-batches, the second accumulating onto the first.
-  for (const trainctl::Batch* batch : {&first, &second}) {
-    const trainctl::BatchResult a = stored.forward_backward(*batch, 0.05f);
-    const trainctl::BatchResult b = recomputed.forward_backward(*batch, 0.05f);
-    CHECK(a.loss_sum == b.loss_sum);
-    CHECK(a.correct == b.correct);
-  }
-  const std::vector<float> a = download(stored.gradients(), stored.parameter_count());
-  const std::vector<float> b = download(recomputed.gradients(), recomputed.parameter_count());
-  CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-  CHECK(std::any_of(a.begin(), a.end(), [](float g) { return g != 0.0f; }));
+  language_model_tests::check_recompute_bitwise(stored, recomputed, lively_parameters(stored),
+                                                token_batch(kExamples, 4), token_batch(kExamples, 5));
 
   // What each allocates, as tests/test_estimate.cpp holds the footprint to the allocations.
   ModelOptions stored_options;
@@ -256,14 +199,8 @@ TEST_CASE("gpt2: bf16 GEMMs give a loss near fp32's but not equal to it") {
   bf16.precision = trainctl::Precision::kBf16;
   Gpt2 fp32_model = tiny_model();
   Gpt2 bf16_model = tiny_model(bf16);
-  for (Gpt2* model : {&fp32_model, &bf16_model}) upload(*model, lively_parameters(*model));
-  const trainctl::Batch batch = token_batch(kExamples, 6);
-  const double fp32_loss = fp32_model.forward_backward(batch, 1.0f).loss_sum;
-  const double bf16_loss = bf16_model.forward_backward(batch, 1.0f).loss_sum;
-  MESSAGE(fmt::format("loss sum: fp32 {:.9g}, bf16 {:.9g} (relative difference {:.3g})", fp32_loss, bf16_loss,
-                      std::abs(bf16_loss - fp32_loss) / fp32_loss));
-  CHECK(bf16_loss != fp32_loss);
-  CHECK(std::abs(bf16_loss - fp32_loss) <= 1e-2 * fp32_loss);
+  language_model_tests::check_bf16_near_fp32(fp32_model, bf16_model, lively_parameters(fp32_model),
+                                             token_batch(kExamples, 6));
 }
 
 // The padded vocabulary takes no probability: next_token_logits gives the kVocab logits alone, and
@@ -271,30 +208,7 @@ TEST_CASE("gpt2: bf16 GEMMs give a loss near fp32's but not equal to it") {
 TEST_CASE("gpt2: next_token_logits of each prefix gives evaluate's token losses and argmax hits") {
   Gpt2 model = tiny_model();
   upload(model, lively_parameters(model));
-  const trainctl::Batch batch = token_batch(1, 8);
-  const int32_t* tokens = batch.ints("tokens");
-  const int32_t* targets = batch.ints("targets");
-
-  // The model is causal: the logits at position t depend on tokens [0, t] alone, so the prefix of
-  // length t + 1 predicts target t.
-  double loss_sum = 0.0;
-  int64_t correct = 0;
-  std::vector<float> logits(kVocab);
-  for (int64_t length = 1; length <= kContext; ++length) {
-    model.next_token_logits(tokens, length, logits.data());
-    const double max_logit = *std::max_element(logits.begin(), logits.end());
-    double denominator = 0.0;
-    for (float logit : logits) denominator += std::exp(logit - max_logit);
-    const int32_t target = targets[length - 1];
-    loss_sum += std::log(denominator) - (logits[static_cast<size_t>(target)] - max_logit);
-    correct += std::max_element(logits.begin(), logits.end()) - logits.begin() == target;
-  }
-  const trainctl::BatchResult evaluated = model.evaluate(batch);
-  MESSAGE(fmt::format("loss sum from next_token_logits {:.9g}, from evaluate {:.9g} (relative difference {:.3g}, "
-                      "tolerance 1e-6)", loss_sum, evaluated.loss_sum,
-                      std::abs(loss_sum - evaluated.loss_sum) / evaluated.loss_sum));
-  CHECK(std::abs(loss_sum - evaluated.loss_sum) <= 1e-6 * evaluated.loss_sum);
-  CHECK(correct == evaluated.correct);
+  language_model_tests::check_next_token_logits(model, token_batch(1, 8));
 }
 
 TEST_CASE("gpt2: the padded vocabulary rows get a gradient of exactly zero") {

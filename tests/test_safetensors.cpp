@@ -1,8 +1,12 @@
 // Tests for the safetensors writer (storage/safetensors.cpp), read back byte by byte: the
 // little-endian header length, a JSON header with each tensor's dtype, shape and data offsets
 // and "__metadata__", space padding to a multiple of 8, and the tensors' float32 bytes at
-// their offsets, in the order given. And for the reader: the writer's files round trip bitwise,
-// BF16 and F16 widen exactly, and malformed files are refused with their problem.
+// their offsets, in the order given; BF16 rounded to nearest, ties to even. And for the reader:
+// the writer's files round trip bitwise, BF16 and F16 widen exactly, and malformed files are
+// refused with their problem. And for a Hugging Face directory's weights
+// (storage/hugging_face_weights.cpp): save_pretrained's max_shard_size spellings, its shards
+// (huggingface_hub's own test case) and file names, the index as it writes it, and every way a
+// sharded directory can disagree with its index, refused naming the file and the tensor.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -18,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hugging_face_weights.h"
 #include "safetensors.h"
 
 using trainctl::Tensor;
@@ -42,6 +47,25 @@ std::string write_raw(const std::string& name, const std::string& header, const 
   return path;
 }
 
+// Every tensor of the file, values read.
+std::vector<Tensor> read_all(const std::string& path) {
+  const trainctl::SafetensorsFile file(path);
+  std::vector<Tensor> tensors;
+  for (const trainctl::SafetensorsEntry& entry : file.entries()) {
+    Tensor tensor{entry.name, entry.shape, {}};
+    tensor.values.resize((entry.end - entry.begin) / trainctl::safetensors_dtype_bytes(entry.dtype));
+    file.read(entry, tensor.values);
+    tensors.push_back(std::move(tensor));
+  }
+  return tensors;
+}
+
+std::vector<const Tensor*> pointers(const std::vector<Tensor>& tensors) {
+  std::vector<const Tensor*> all;
+  for (const Tensor& tensor : tensors) all.push_back(&tensor);
+  return all;
+}
+
 }  // namespace
 
 TEST_CASE("safetensors: header length, JSON header, alignment and tensor bytes") {
@@ -54,7 +78,7 @@ TEST_CASE("safetensors: header length, JSON header, alignment and tensor bytes")
       {"transformer.ln_f.bias", {3}, {7.0f, 8.0f, -9.5f}},
       {"empty", {0, 4}, {}},
   };
-  trainctl::write_safetensors(path, tensors);
+  trainctl::write_safetensors(path, pointers(tensors));
   const std::string bytes = read_bytes(path);
   CHECK(std::distance(std::filesystem::directory_iterator(dir), {}) == 1);  // no temporary left
   std::filesystem::remove_all(dir);
@@ -94,7 +118,8 @@ TEST_CASE("safetensors: header length, JSON header, alignment and tensor bytes")
 TEST_CASE("safetensors: a name given twice is refused") {
   const std::string path =
       (std::filesystem::temp_directory_path() / ("trainctl-test-twice-" + std::to_string(getpid()))).string();
-  CHECK_THROWS_WITH_AS(trainctl::write_safetensors(path, {{"a", {1}, {1.0f}}, {"a", {1}, {2.0f}}}),
+  const std::vector<Tensor> twice{{"a", {1}, {1.0f}}, {"a", {1}, {2.0f}}};
+  CHECK_THROWS_WITH_AS(trainctl::write_safetensors(path, pointers(twice)),
                        (path + ": tensor a is given twice").c_str(), std::invalid_argument);
   CHECK_FALSE(std::filesystem::exists(path));
 }
@@ -102,8 +127,8 @@ TEST_CASE("safetensors: a name given twice is refused") {
 TEST_CASE("safetensors: what the writer writes reads back bitwise, in data order") {
   const std::string path = temporary_path("round-trip");
   const std::vector<Tensor> tensors = {{"z.first", {2, 2}, {0.5f, -1.0f, 1e-40f, -0.0f}}, {"a.second", {1}, {3.0f}}};
-  trainctl::write_safetensors(path, tensors);
-  const std::vector<Tensor> read = trainctl::read_safetensors(path);
+  trainctl::write_safetensors(path, pointers(tensors));
+  const std::vector<Tensor> read = read_all(path);
   std::filesystem::remove(path);
   REQUIRE(read.size() == 2);
   for (size_t i = 0; i < 2; ++i) {
@@ -120,7 +145,7 @@ TEST_CASE("safetensors: BF16 and F16 widen to float exactly") {
   const std::string path = write_raw(
       "halves", R"({"b":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},"h":{"dtype":"F16","shape":[5],"data_offsets":[4,14]}})",
       data);
-  const std::vector<Tensor> read = trainctl::read_safetensors(path);
+  const std::vector<Tensor> read = read_all(path);
   std::filesystem::remove(path);
   REQUIRE(read.size() == 2);
   CHECK(read[0].values == std::vector<float>{1.5f, -2.5f});
@@ -131,7 +156,7 @@ TEST_CASE("safetensors: malformed files are refused, naming the file and the pro
   const auto refused = [](const std::string& path) {
     std::string message;
     try {
-      trainctl::read_safetensors(path);
+      trainctl::SafetensorsFile{path};
     } catch (const trainctl::SafetensorsError& error) {
       message = error.what();
     }
@@ -151,4 +176,155 @@ TEST_CASE("safetensors: malformed files are refused, naming the file and the pro
   path = write_raw("mismatch", R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0'));
   CHECK(refused(path) == path + ": tensor t: data_offsets [0, 8] do not hold 3 values of F32");
   CHECK(refused(temporary_path("absent")) == "cannot read " + temporary_path("absent") + ": No such file or directory");
+}
+
+TEST_CASE("safetensors: BF16 is written rounded to nearest, ties to even, and widens back") {
+  const std::string path = temporary_path("bf16");
+  // 1 + 2^-8 lies halfway between BF16 1 (0x3F80) and 1 + 2^-7 (0x3F81): to the even 0x3F80;
+  // 1 + 3 * 2^-8 halfway between 0x3F81 and 0x3F82: to 0x3F82; 1 + 2^-8 + 2^-20 above half: 0x3F81.
+  const std::vector<Tensor> tensors = {
+      {"w", {2, 2}, {1.0f, 1.00390625f, 1.01171875f, 1.00390625f + 0x1p-20f}}, {"b", {1}, {-2.5f}}};
+  trainctl::write_safetensors(path, pointers(tensors), trainctl::SafetensorsDtype::kBf16);
+  const std::string bytes = read_bytes(path);
+  const std::vector<Tensor> read = read_all(path);
+  std::filesystem::remove(path);
+  uint64_t header_length = 0;
+  std::memcpy(&header_length, bytes.data(), sizeof(header_length));
+  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, header_length));
+  CHECK(header["w"]["dtype"] == "BF16");
+  CHECK(header["w"]["data_offsets"] == nlohmann::json{0, 8});
+  CHECK(header["b"]["data_offsets"] == nlohmann::json{8, 10});
+  CHECK(bytes.substr(8 + header_length) == std::string("\x80\x3F\x80\x3F\x82\x3F\x81\x3F\x20\xC0", 10));
+  REQUIRE(read.size() == 2);
+  CHECK(read[0].values == std::vector<float>{1.0f, 1.0f, 1.015625f, 1.0078125f});
+  CHECK(read[1].values == std::vector<float>{-2.5f});
+}
+
+TEST_CASE("hugging face weights: max_shard_size as save_pretrained spells it") {
+  using trainctl::parse_shard_size;
+  CHECK(parse_shard_size("5GB") == 5'000'000'000);
+  CHECK(parse_shard_size("5gb") == 5'000'000'000);
+  CHECK(parse_shard_size(" 0.5 MB ") == 500'000);
+  CHECK(parse_shard_size("10kB") == 10'000);
+  CHECK(parse_shard_size("2TB") == 2'000'000'000'000);
+  CHECK(parse_shard_size("1e3KB") == 1'000'000);
+  CHECK(parse_shard_size("0.1KB") == 100);  // int(0.1 * 1000) = int(100.00000000000001)
+  CHECK(parse_shard_size("123456") == 123'456);  // save_pretrained's int: bytes
+  for (const char* bad : {"", "GB", "5GiB", "5 G", "five GB", "0KB", "-5GB", "0", "nanGB"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(parse_shard_size(bad), std::invalid_argument);
+  }
+  CHECK_THROWS_WITH(parse_shard_size("5GiB"),
+                    "\"5GiB\" is not a size: a number of bytes, or a number and a unit KB, MB, GB or TB (as \"5GB\")");
+}
+
+TEST_CASE("hugging face weights: shards fill in order; a tensor above the size gets its own, put first") {
+  // huggingface_hub's own test of split_state_dict_into_shards: sizes 6, 10, 30, 2, 2 at 10.
+  using Shards = std::vector<std::vector<size_t>>;
+  CHECK(trainctl::plan_shards({6, 10, 30, 2, 2}, 10) == Shards{{0}, {2}, {1}, {3, 4}});
+  CHECK(trainctl::plan_shards({6, 10, 30, 2, 2}, 100) == Shards{{0, 1, 2, 3, 4}});
+  CHECK(trainctl::plan_shards({4, 4, 4}, 8) == Shards{{0, 1}, {2}});
+  CHECK(trainctl::shard_file_name(0, 1) == "model.safetensors");
+  CHECK(trainctl::shard_file_name(1, 3) == "model-00002-of-00003.safetensors");
+}
+
+namespace {
+
+std::string fresh_directory(const std::string& name) {
+  const std::string directory = temporary_path(name);
+  std::filesystem::remove_all(directory);
+  std::filesystem::create_directories(directory);
+  return directory;
+}
+
+// Three tensors of 4 values: at 32 bytes, F32 shards of 2 and 1 tensors.
+const std::vector<Tensor> kThree = {
+    {"a.weight", {2, 2}, {1.0f, 2.0f, 3.0f, 4.0f}}, {"b.weight", {4}, {5.0f, 6.0f, 7.0f, 8.0f}}, {"c.bias", {4}, {9.0f, 10.0f, 11.0f, 12.0f}}};
+
+std::string refusal(const std::string& directory) {
+  try {
+    trainctl::open_hugging_face_weights(directory);
+  } catch (const trainctl::SafetensorsError& error) {
+    return error.what();
+  }
+  return "(opened)";
+}
+
+}  // namespace
+
+TEST_CASE("hugging face weights: shards and their index as save_pretrained writes them, read back") {
+  const std::string directory = fresh_directory("hf-written");
+  const std::vector<std::string> files =
+      trainctl::write_hugging_face_weights(directory, kThree, trainctl::SafetensorsDtype::kF32, 32);
+  CHECK(files == std::vector<std::string>{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                                          "model.safetensors.index.json"});
+  // json.dumps(index, indent=2, sort_keys=True) + "\n"
+  CHECK(read_bytes(directory + "/model.safetensors.index.json") == R"({
+  "metadata": {
+    "total_parameters": 12,
+    "total_size": 48
+  },
+  "weight_map": {
+    "a.weight": "model-00001-of-00002.safetensors",
+    "b.weight": "model-00001-of-00002.safetensors",
+    "c.bias": "model-00002-of-00002.safetensors"
+  }
+}
+)");
+  const std::vector<trainctl::SafetensorsFile> opened = trainctl::open_hugging_face_weights(directory);
+  REQUIRE(opened.size() == 2);
+  CHECK(opened[0].entries().size() == 2);
+  CHECK(opened[1].entries()[0].name == "c.bias");
+  std::vector<float> values(4);
+  opened[1].read(opened[1].entries()[0], values);
+  CHECK(values == kThree[2].values);
+
+  // One file when all fit: no index.
+  const std::string single = fresh_directory("hf-single");
+  CHECK(trainctl::write_hugging_face_weights(single, kThree, trainctl::SafetensorsDtype::kBf16, 24) ==
+        std::vector<std::string>{"model.safetensors"});
+  CHECK(trainctl::open_hugging_face_weights(single).size() == 1);
+  std::filesystem::remove_all(directory);
+  std::filesystem::remove_all(single);
+}
+
+TEST_CASE("hugging face weights: a directory that disagrees with its index is refused, naming file and tensor") {
+  const std::string directory = fresh_directory("hf-refused");
+  const std::string index = directory + "/model.safetensors.index.json";
+  CHECK(refusal(directory) == directory + " holds neither model.safetensors nor model.safetensors.index.json");
+  const auto write_index = [&](const nlohmann::json& weight_map) {
+    std::ofstream(index) << nlohmann::json{{"metadata", {{"total_size", 48}}}, {"weight_map", weight_map}}.dump();
+  };
+  trainctl::write_hugging_face_weights(directory, kThree, trainctl::SafetensorsDtype::kF32, 32);
+  const nlohmann::json weight_map{{"a.weight", "model-00001-of-00002.safetensors"},
+                                  {"b.weight", "model-00001-of-00002.safetensors"},
+                                  {"c.bias", "model-00002-of-00002.safetensors"}};
+  CHECK(refusal(directory) == "(opened)");
+
+  nlohmann::json ghost = weight_map;
+  ghost["ghost.weight"] = "model-00002-of-00002.safetensors";
+  write_index(ghost);
+  CHECK(refusal(directory) == index + " places ghost.weight in model-00002-of-00002.safetensors, which has no tensor "
+                                      "ghost.weight");
+
+  nlohmann::json unnamed = weight_map;
+  unnamed.erase("b.weight");
+  write_index(unnamed);
+  CHECK(refusal(directory) ==
+        directory + "/model-00001-of-00002.safetensors holds b.weight, which " + index + " does not name");
+
+  nlohmann::json elsewhere = weight_map;
+  elsewhere["b.weight"] = "model-00002-of-00002.safetensors";
+  write_index(elsewhere);
+  CHECK(refusal(directory) == directory + "/model-00001-of-00002.safetensors holds b.weight, which " + index +
+                                  " places in model-00002-of-00002.safetensors");
+
+  write_index(weight_map);
+  std::filesystem::remove(directory + "/model-00002-of-00002.safetensors");
+  CHECK(refusal(directory) == index + " places c.bias in model-00002-of-00002.safetensors, which is missing: no file " +
+                                  directory + "/model-00002-of-00002.safetensors");
+
+  std::ofstream(index) << R"({"weight_map": ["a.weight"]})";
+  CHECK(refusal(directory) == index + " is not a JSON object with a weight_map");
+  std::filesystem::remove_all(directory);
 }

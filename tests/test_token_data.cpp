@@ -1,9 +1,10 @@
 // Tests for token data (data/token_file.cpp, data/token_source.cpp, `trainctl data tokenize` in
-// cli/commands/cmd_data.cpp): the exact errors for a wrong magic, a wrong version, a file size that does
-// not match the header, a token >= vocab_size, a shard shorter than block_size + 1 and a pattern
-// that matches nothing; a write/read round trip; the windows of two shards, listed in sorted
-// order, mapped to tokens and targets; the streaming writer and its validation split; and
-// tokenize's round trip, split and errors.
+// cli/commands/cmd_data.cpp): both of llm.c's formats (GPT-2's uint16, Llama 3's uint32) written
+// and read back; the exact errors for a wrong magic, a wrong version for the magic, a file size
+// that does not match the header, a token >= vocab_size, a token that does not fit the format,
+// a shard shorter than block_size + 1 and a pattern that matches nothing; the windows of two
+// shards, listed in sorted order and in either format, mapped to tokens and targets; the
+// streaming writer and its validation split; and tokenize's round trip, split and errors.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -24,14 +25,16 @@
 
 using config_files::TempDir;
 using trainctl::DataError;
+using trainctl::TokenFormat;
 
 namespace {
 
 std::string path_in(const TempDir& dir, const std::string& name) { return (dir.path() / name).string(); }
 
 // A token file written byte for byte, with any header (write_token_file writes valid ones only).
+template <class Token>
 std::string write_raw(const TempDir& dir, const std::string& name, int32_t magic, int32_t version, int32_t count,
-                      const std::vector<uint16_t>& tokens) {
+                      const std::vector<Token>& tokens) {
   std::array<int32_t, trainctl::kTokenFileHeaderInts> header{};
   header[0] = magic;
   header[1] = version;
@@ -39,13 +42,14 @@ std::string write_raw(const TempDir& dir, const std::string& name, int32_t magic
   const std::string path = path_in(dir, name);
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(header.data()), sizeof(header));
-  out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * sizeof(uint16_t)));
+  out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * sizeof(Token)));
   return path;
 }
 
-std::string write_valid(const TempDir& dir, const std::string& name, const std::vector<uint16_t>& tokens) {
+template <class Token>
+std::string write_valid(const TempDir& dir, const std::string& name, const std::vector<Token>& tokens) {
   const std::string path = path_in(dir, name);
-  trainctl::write_token_file(path, tokens);
+  trainctl::write_token_file(path, std::span<const Token>(tokens));
   return path;
 }
 
@@ -58,48 +62,81 @@ std::string data_error(const std::function<void()>& action) {
   return "(no error)";
 }
 
-std::vector<uint16_t> counting(uint16_t first, size_t count) {
-  std::vector<uint16_t> tokens(count);
-  for (size_t i = 0; i < count; ++i) tokens[i] = static_cast<uint16_t>(first + i);
+template <class Token = uint16_t>
+std::vector<Token> counting(uint32_t first, size_t count) {
+  std::vector<Token> tokens(count);
+  for (size_t i = 0; i < count; ++i) tokens[i] = static_cast<Token>(first + i);
   return tokens;
+}
+
+template <class Token>
+std::vector<uint32_t> widened(const std::vector<Token>& tokens) {
+  return {tokens.begin(), tokens.end()};
 }
 
 }  // namespace
 
-TEST_CASE("a token file round-trips through write and read, leaving no temporary") {
+TEST_CASE("a token file of either format round-trips through write and read, leaving no temporary") {
+  CHECK(trainctl::token_format_for(256) == TokenFormat::kUint16);
+  CHECK(trainctl::token_format_for(65536) == TokenFormat::kUint16);
+  CHECK(trainctl::token_format_for(65537) == TokenFormat::kUint32);
+  CHECK(trainctl::token_format_for(128256) == TokenFormat::kUint32);
+
   TempDir dir;
-  const std::vector<uint16_t> tokens = {0, 1, 255, 256, 50256, 65535};
-  const std::string path = write_valid(dir, "tokens.bin", tokens);
-  CHECK(trainctl::read_token_file(path, 65536) == tokens);
-  CHECK(std::filesystem::file_size(path) == 1024 + 2 * tokens.size());
-  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), {}) == 1);
+  const std::vector<uint16_t> narrow = {0, 1, 255, 256, 50256, 65535};
+  const std::string gpt2 = write_valid(dir, "gpt2.bin", narrow);
+  CHECK(trainctl::read_token_file(gpt2, 65536) == widened(narrow));
+  CHECK(std::filesystem::file_size(gpt2) == 1024 + 2 * narrow.size());
+  CHECK(trainctl::read_token_header(gpt2).format == TokenFormat::kUint16);
+  CHECK(trainctl::read_token_header(gpt2).count == 6);
+
+  const std::vector<uint32_t> wide = {0, 65535, 65536, 128000, 128255, 4000000000U};
+  const std::string llama3 = write_valid(dir, "llama3.bin", wide);
+  CHECK(trainctl::read_token_file(llama3, int64_t{1} << 32) == wide);
+  CHECK(std::filesystem::file_size(llama3) == 1024 + 4 * wide.size());
+  const trainctl::TokenFileHeader header = trainctl::read_token_header(llama3);
+  CHECK(header.format == TokenFormat::kUint32);
+  CHECK(header.count == 6);
+  // llm.c's header, as its data_common.py writes it: magic 20240801, version 7, the count.
+  std::array<int32_t, 3> fields{};
+  std::ifstream(llama3, std::ios::binary).read(reinterpret_cast<char*>(fields.data()), sizeof(fields));
+  CHECK(fields == std::array<int32_t, 3>{20240801, 7, 6});
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), {}) == 2);
 }
 
 TEST_CASE("a token file written as its tokens come holds them all, and can hand its last ones to another") {
-  TempDir dir;
-  const std::string train = path_in(dir, "train.bin"), val = path_in(dir, "val.bin");
-  {
-    trainctl::TokenFileWriter unfinished(train);
-    unfinished.append(counting(0, 5));
-  }
-  CHECK(std::filesystem::is_empty(dir.path()));
+  for (const TokenFormat format : {TokenFormat::kUint16, TokenFormat::kUint32}) {
+    CAPTURE(trainctl::token_format_name(format));
+    TempDir dir;
+    const std::string train = path_in(dir, "train.bin"), val = path_in(dir, "val.bin");
+    {
+      trainctl::TokenFileWriter unfinished(train, format);
+      unfinished.append(counting(0, 5));
+    }
+    CHECK(std::filesystem::is_empty(dir.path()));
 
-  trainctl::TokenFileWriter train_writer(train);
-  trainctl::TokenFileWriter val_writer(val);
-  train_writer.append(counting(0, 5));
-  train_writer.append({});
-  train_writer.append(counting(5, 7));
-  val_writer.append(counting(100, 2));
-  CHECK(train_writer.count() == 12);
-  train_writer.move_last_to(3, val_writer);
-  train_writer.append(counting(200, 1));
-  train_writer.finish();
-  val_writer.finish();
-  std::vector<uint16_t> expected_train = counting(0, 9);
-  expected_train.push_back(200);
-  CHECK(trainctl::read_token_file(train, 65536) == expected_train);
-  CHECK(trainctl::read_token_file(val, 65536) == std::vector<uint16_t>{100, 101, 9, 10, 11});
-  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), {}) == 2);
+    trainctl::TokenFileWriter train_writer(train, format);
+    trainctl::TokenFileWriter val_writer(val, format);
+    train_writer.append(counting(0, 5));
+    train_writer.append(std::vector<uint32_t>{});
+    train_writer.append(counting<uint32_t>(5, 7));  // uint32 tokens into either format
+    val_writer.append(counting(100, 2));
+    CHECK(train_writer.count() == 12);
+    train_writer.move_last_to(3, val_writer);
+    train_writer.append(counting(200, 1));
+    train_writer.finish();
+    val_writer.finish();
+    std::vector<uint32_t> expected_train = counting<uint32_t>(0, 9);
+    expected_train.push_back(200);
+    CHECK(trainctl::read_token_file(train, 65536) == expected_train);
+    CHECK(trainctl::read_token_file(val, 65536) == std::vector<uint32_t>{100, 101, 9, 10, 11});
+    CHECK(trainctl::read_token_header(val).format == format);
+    CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), {}) == 2);
+  }
+  TempDir dir;
+  trainctl::TokenFileWriter narrow(path_in(dir, "narrow.bin"), TokenFormat::kUint16);
+  CHECK(data_error([&] { narrow.append(std::vector<uint32_t>{7, 65536}); }) ==
+        fmt::format("{}: token 65536 does not fit GPT-2's uint16 format", path_in(dir, "narrow.bin")));
 }
 
 TEST_CASE("bad token files are rejected with a message naming the file and the problem") {
@@ -108,11 +145,19 @@ TEST_CASE("bad token files are rejected with a message naming the file and the p
 
   std::string path = write_raw(dir, "magic.bin", 20240521, 1, 8, tokens);
   CHECK(data_error([&] { trainctl::read_token_file(path, 256); }) ==
-        fmt::format("{}: not a token file: magic number 20240521, expected 20240520", path));
+        fmt::format("{}: not a token file: magic number 20240521, expected 20240520 (GPT-2's uint16 format) or "
+                    "20240801 (Llama 3's uint32 format)", path));
 
   path = write_raw(dir, "version.bin", 20240520, 2, 8, tokens);
   CHECK(data_error([&] { trainctl::read_token_file(path, 256); }) ==
-        fmt::format("{}: token file version 2, expected 1", path));
+        fmt::format("{}: token file version 2, expected 1 (GPT-2's uint16 format)", path));
+  // Each magic with its own version only: Llama 3's version under GPT-2's magic, and the reverse.
+  path = write_raw(dir, "mixed.bin", 20240520, 7, 8, tokens);
+  CHECK(data_error([&] { trainctl::read_token_file(path, 256); }) ==
+        fmt::format("{}: token file version 7, expected 1 (GPT-2's uint16 format)", path));
+  path = write_raw(dir, "mixed32.bin", 20240801, 1, 4, tokens);
+  CHECK(data_error([&] { trainctl::read_token_file(path, 256); }) ==
+        fmt::format("{}: token file version 1, expected 7 (Llama 3's uint32 format)", path));
 
   path = write_raw(dir, "short.bin", 20240520, 1, 9, tokens);
   CHECK(data_error([&] { trainctl::read_token_file(path, 256); }) ==
@@ -121,15 +166,24 @@ TEST_CASE("bad token files are rejected with a message naming the file and the p
   path = write_raw(dir, "long.bin", 20240520, 1, 7, tokens);
   CHECK(data_error([&] { trainctl::read_token_file(path, 256); }) ==
         fmt::format("{}: file size 1040 bytes does not match the header's token count 7 (1038 bytes)", path));
+  // 8 uint16 tokens are 4 uint32 ones, not 8.
+  path = write_raw(dir, "wide_count.bin", 20240801, 7, 8, tokens);
+  CHECK(data_error([&] { trainctl::read_token_file(path, 256); }) ==
+        fmt::format("{}: file size 1040 bytes does not match the header's token count 8 (1056 bytes)", path));
 
   path = path_in(dir, "tiny.bin");
   std::ofstream(path, std::ios::binary) << "12345";
   CHECK(data_error([&] { trainctl::read_token_file(path, 256); }) ==
         fmt::format("{}: 5 bytes, shorter than the 1024-byte header of a token file", path));
 
-  path = write_valid(dir, "vocab.bin", {3, 255, 256, 7, 300});
+  path = write_valid(dir, "vocab.bin", std::vector<uint16_t>{3, 255, 256, 7, 300});
   CHECK(data_error([&] { trainctl::read_token_file(path, 256); }) ==
         fmt::format("{}: token 256 at position 2 is not below model.vocab_size = 256", path));
+  path = write_valid(dir, "vocab32.bin", std::vector<uint32_t>{3, 128000, 128256, 7});
+  CHECK(data_error([&] { trainctl::read_token_file(path, 128256); }) ==
+        fmt::format("{}: token 128256 at position 2 is not below model.vocab_size = 128256", path));
+  CHECK(data_error([&] { trainctl::MappedTokenFile(path, 128256); }) ==
+        fmt::format("{}: token 128256 at position 2 is not below model.vocab_size = 128256", path));
 
   path = path_in(dir, "missing.bin");
   CHECK(data_error([&] { trainctl::read_token_file(path, 256); }) ==
@@ -153,15 +207,18 @@ TEST_CASE("a pattern that matches nothing is an error naming the pattern") {
   CHECK(trainctl::token_file_paths("train.bin") == std::vector<std::string>{"train.bin"});
 }
 
-TEST_CASE("shards are listed in sorted order and windows never cross them") {
+TEST_CASE("shards are listed in sorted order, either format, and windows never cross them") {
   TempDir dir;
-  // Written in reverse order: the listing, not the file system, decides the order.
-  const std::string second = write_valid(dir, "shard_b.bin", counting(200, 8));  // (8 - 1) / 3 = 2 windows
+  // Written in reverse order: the listing, not the file system, decides the order. Shard b is in
+  // Llama 3's format with tokens past 65535; shard a in GPT-2's.
+  const std::string second = write_valid(dir, "shard_b.bin", counting<uint32_t>(70000, 8));  // (8 - 1) / 3 = 2 windows
   const std::string first = write_valid(dir, "shard_a.bin", counting(100, 10));  // (10 - 1) / 3 = 3 windows
   const std::string pattern = path_in(dir, "shard_?.bin");
   CHECK(trainctl::token_file_paths(pattern) == std::vector<std::string>{first, second});
+  CHECK(data_error([&] { trainctl::TokenSource(pattern, 3, 65536); }) ==
+        fmt::format("{}: token 70000 at position 0 is not below model.vocab_size = 65536", second));
 
-  const trainctl::TokenSource source(pattern, 3, 256);
+  const trainctl::TokenSource source(pattern, 3, 70008);
   CHECK(source.examples() == 5);
   CHECK(source.describe() == pattern);
   trainctl::Batch batch;
@@ -171,8 +228,8 @@ TEST_CASE("shards are listed in sorted order and windows never cross them") {
   CHECK(batch.tensor("targets").shape == std::vector<int64_t>{4, 3});
   // Example 4: shard b's window 1 (tokens 3..6); 0: shard a's window 0; 2: shard a's window 2
   // (tokens 6..9, its last); 3: shard b's window 0.
-  const std::vector<int32_t> tokens = {203, 204, 205, 100, 101, 102, 106, 107, 108, 200, 201, 202};
-  const std::vector<int32_t> targets = {204, 205, 206, 101, 102, 103, 107, 108, 109, 201, 202, 203};
+  const std::vector<int32_t> tokens = {70003, 70004, 70005, 100, 101, 102, 106, 107, 108, 70000, 70001, 70002};
+  const std::vector<int32_t> targets = {70004, 70005, 70006, 101, 102, 103, 107, 108, 109, 70001, 70002, 70003};
   CHECK(batch.tensor("tokens").ints == tokens);
   CHECK(batch.tensor("targets").ints == targets);
 }
@@ -209,14 +266,15 @@ TEST_CASE("data tokenize writes the inputs' bytes in order, the last fraction to
   const std::string train = path_in(dir, "train.bin"), val = path_in(dir, "val.bin");
   tokenize({a, b, "-o", train, "--val-out", val, "--val-fraction", "0.25"});
 
-  std::vector<uint16_t> expected;
+  std::vector<uint32_t> expected;
   for (const unsigned char byte : a_bytes + b_bytes) expected.push_back(byte);
   REQUIRE(expected.size() == 21);
-  const std::vector<uint16_t> train_tokens = trainctl::read_token_file(train, 256);
-  const std::vector<uint16_t> val_tokens = trainctl::read_token_file(val, 256);
+  const std::vector<uint32_t> train_tokens = trainctl::read_token_file(train, 256);
+  const std::vector<uint32_t> val_tokens = trainctl::read_token_file(val, 256);
   // round(21 * 0.25) = 5 tokens for validation.
-  CHECK(train_tokens == std::vector<uint16_t>(expected.begin(), expected.end() - 5));
-  CHECK(val_tokens == std::vector<uint16_t>(expected.end() - 5, expected.end()));
+  CHECK(train_tokens == std::vector<uint32_t>(expected.begin(), expected.end() - 5));
+  CHECK(val_tokens == std::vector<uint32_t>(expected.end() - 5, expected.end()));
+  CHECK(trainctl::read_token_header(train).format == TokenFormat::kUint16);
 
   const std::string whole = path_in(dir, "whole.bin");
   tokenize({a, b, "-o", whole});

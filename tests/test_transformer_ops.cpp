@@ -433,6 +433,194 @@ TEST_CASE("residual add: out = a + b, into a third buffer or onto an input") {
   check_gradient("add b", b, weights, loss, kFiniteDifferences);
 }
 
+// A Llama's ops: RMSNorm, SwiGLU, the embedding without positions and RoPE.
+TEST_CASE("rmsnorm: forward is weight * (x * rstd) and saves rstd; backward accumulates") {
+  const float eps = 1e-5f;
+  // Off-center rows: unlike LayerNorm, RMSNorm does not take the mean out.
+  std::vector<float> x = random_values(kRows * kChannels, 60, 1.0f, 0.5f);
+  std::vector<float> weight = random_values(kChannels, 61, 1.0f, 1.0f);
+  const std::vector<float> weights = random_values(kRows * kChannels, 62);
+  std::vector<float> rstd(kRows);
+  auto forward = [&] {
+    std::vector<float> out(kRows * kChannels);
+    cpu().norm->rmsnorm_forward(kStream, out.data(), rstd.data(), x.data(), {}, nullptr, weight.data(), kRows,
+                                kChannels, eps);
+    return out;
+  };
+  std::vector<double> expected(kRows * kChannels), expected_rstd(kRows);
+  for (int64_t r = 0; r < kRows; ++r) {
+    double squares = 0.0;
+    for (int64_t c = 0; c < kChannels; ++c) squares += std::pow(x[r * kChannels + c], 2);
+    expected_rstd[r] = 1.0 / std::sqrt(squares / kChannels + eps);
+    for (int64_t c = 0; c < kChannels; ++c)
+      expected[r * kChannels + c] = weight[c] * (x[r * kChannels + c] * expected_rstd[r]);
+  }
+  check_close("rmsnorm forward", forward(), expected, {1e-6, 1e-6});
+  check_close("rmsnorm rstd", rstd, expected_rstd, {0.0, 1e-6});
+
+  auto backward = [&](std::vector<float>& grad_x, std::vector<float>& grad_weight) {
+    forward();
+    cpu().norm->rmsnorm_backward(kStream, grad_x.data(), {}, grad_weight.data(), weights.data(), x.data(),
+                                 weight.data(), rstd.data(), kRows, kChannels);
+  };
+  std::vector<float> grad_x(x.size(), 0.0f), grad_weight(kChannels, 0.0f);
+  backward(grad_x, grad_weight);
+  auto loss = [&] { return weighted_sum(forward(), weights); };
+  check_gradient("rmsnorm x", x, grad_x, loss, kFiniteDifferences);
+  check_gradient("rmsnorm weight", weight, grad_weight, loss, kFiniteDifferences);
+
+  const std::vector<float> prior_x = random_values(x.size(), 63), prior_weight = random_values(kChannels, 64);
+  std::vector<float> accumulated_x = prior_x, accumulated_weight = prior_weight;
+  backward(accumulated_x, accumulated_weight);
+  check_close("rmsnorm grad_x accumulates", accumulated_x, plus(prior_x, grad_x), kAccumulated);
+  check_close("rmsnorm grad_weight accumulates", accumulated_weight, plus(prior_weight, grad_weight), kAccumulated);
+
+  SUBCASE("the residual add fused in: x + add is written and normalized, bitwise as apart") {
+    const std::vector<float> add = random_values(x.size(), 65);
+    const std::vector<float> sum = plus(x, add);
+    std::vector<float> written(x.size()), fused(x.size()), fused_rstd(kRows);
+    cpu().norm->rmsnorm_forward(kStream, fused.data(), fused_rstd.data(), x.data(), add.data(), written.data(),
+                                weight.data(), kRows, kChannels, eps);
+    CHECK(written == sum);
+    x = sum;
+    CHECK(fused == forward());
+    CHECK(fused_rstd == rstd);
+  }
+  SUBCASE("bf16: out rounded once, a bf16 add and grad_out widened, grad_x's copy after the accumulation") {
+    const std::vector<Bf16> add = to_bf16(random_values(x.size(), 66));
+    std::vector<float> written(x.size()), bf16_rstd(kRows);
+    std::vector<Bf16> out(x.size());
+    cpu().norm->rmsnorm_forward(kStream, out.data(), bf16_rstd.data(), x.data(), add.data(), written.data(),
+                                weight.data(), kRows, kChannels, eps);
+    x = plus(x, to_floats(add));
+    CHECK(written == x);
+    CHECK(to_floats(out) == rounded(forward()));
+    CHECK(bf16_rstd == rstd);
+
+    const std::vector<Bf16> grad_out = to_bf16(weights);
+    std::vector<float> grad_x = prior_x, grad_weight(kChannels, 0.0f);
+    std::vector<Bf16> copy(x.size());
+    cpu().norm->rmsnorm_backward(kStream, grad_x.data(), copy.data(), grad_weight.data(), grad_out.data(), x.data(),
+                                 weight.data(), rstd.data(), kRows, kChannels);
+    std::vector<float> expected_x = prior_x, expected_weight(kChannels, 0.0f);
+    const std::vector<float> widened = to_floats(grad_out);
+    cpu().norm->rmsnorm_backward(kStream, expected_x.data(), {}, expected_weight.data(), widened.data(), x.data(),
+                                 weight.data(), rstd.data(), kRows, kChannels);
+    CHECK(grad_x == expected_x);
+    CHECK(grad_weight == expected_weight);
+    CHECK(to_floats(copy) == rounded(grad_x));
+  }
+}
+
+TEST_CASE("swiglu: silu(gate) * up over rows of gate and up side by side; backward overwrites both; bf16") {
+  const int64_t width = kChannels;
+  // Wide enough to reach the tails, where the sigmoid saturates.
+  std::vector<float> gate_up = random_values(kRows * 2 * width, 70, 6.0f);
+  const std::vector<float> weights = random_values(kRows * width, 71);
+  auto forward = [&] {
+    std::vector<float> out(kRows * width);
+    cpu().elementwise.swiglu_forward(kStream, out.data(), gate_up.data(), kRows, width);
+    return out;
+  };
+  std::vector<double> expected(kRows * width);
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t j = 0; j < width; ++j) {
+      const double gate = gate_up[r * 2 * width + j], up = gate_up[r * 2 * width + width + j];
+      expected[r * width + j] = gate / (1.0 + std::exp(-gate)) * up;
+    }
+  check_close("swiglu forward", forward(), expected, {1e-7, 1e-6});
+
+  // Starts from garbage: grad_gate_up is overwritten.
+  std::vector<float> grad = random_values(gate_up.size(), 72, 100.0f);
+  cpu().elementwise.swiglu_backward(kStream, grad.data(), weights.data(), gate_up.data(), kRows, width);
+  check_gradient("swiglu gate_up", gate_up, grad, [&] { return weighted_sum(forward(), weights); },
+                 kFiniteDifferences);
+
+  const std::vector<Bf16> gate_up_bf16 = to_bf16(gate_up), weights_bf16 = to_bf16(weights);
+  std::vector<Bf16> out_bf16(kRows * width), grad_bf16(gate_up.size());
+  cpu().elementwise.swiglu_forward(kStream, out_bf16.data(), gate_up_bf16.data(), kRows, width);
+  gate_up = rounded(gate_up);
+  CHECK(to_floats(out_bf16) == rounded(forward()));
+  cpu().elementwise.swiglu_backward(kStream, grad_bf16.data(), weights_bf16.data(), gate_up_bf16.data(), kRows,
+                                    width);
+  const std::vector<float> weight_values = to_floats(weights_bf16);
+  cpu().elementwise.swiglu_backward(kStream, grad.data(), weight_values.data(), gate_up.data(), kRows, width);
+  CHECK(to_floats(grad_bf16) == rounded(grad));
+}
+
+TEST_CASE("embedding without positions (wpe null): the token's row alone; backward accumulates it alone") {
+  const int32_t vocab = 7;
+  const std::vector<int32_t> tokens = random_tokens(kRows, 80, vocab);
+  std::vector<float> wte = random_values(vocab * kChannels, 81);
+  const std::vector<float> weights = random_values(kRows * kChannels, 82);
+  auto forward = [&] {
+    std::vector<float> out(kRows * kChannels);
+    cpu().embedding->embedding_forward(kStream, out.data(), tokens.data(), wte.data(), nullptr, kBatch, kSeq,
+                                       kChannels);
+    return out;
+  };
+  const std::vector<float> out = forward();
+  for (int64_t r = 0; r < kRows; ++r)
+    CHECK(std::equal(out.begin() + r * kChannels, out.begin() + (r + 1) * kChannels,
+                     wte.begin() + tokens[r] * kChannels));
+  const std::vector<float> prior = random_values(wte.size(), 83);
+  std::vector<float> grad_wte(wte.size(), 0.0f), accumulated = prior;
+  cpu().embedding->embedding_backward(kStream, grad_wte.data(), nullptr, weights.data(), tokens.data(), kBatch, kSeq,
+                                      kChannels);
+  check_gradient("embedding without positions wte", wte, grad_wte, [&] { return weighted_sum(forward(), weights); },
+                 kFiniteDifferences);
+  cpu().embedding->embedding_backward(kStream, accumulated.data(), nullptr, weights.data(), tokens.data(), kBatch,
+                                      kSeq, kChannels);
+  check_close("embedding without positions grad_wte accumulates", accumulated, plus(prior, grad_wte), kAccumulated);
+}
+
+TEST_CASE("rope: each query and key head's halves rotated (rotate_half), the values untouched; backward the transpose") {
+  const trainctl::AttentionShape shape = kGroupedQuery;
+  const int64_t half = shape.head_size / 2, width = shape.qkv_width();
+  std::vector<float> qkv = random_values(kRows * width, 90, 1.5f);
+  const std::vector<float> angles = random_values(kSeq * half, 91, 3.0f);
+  std::vector<float> cos(angles.size()), sin(angles.size());
+  for (size_t i = 0; i < angles.size(); ++i) {
+    cos[i] = std::cos(angles[i]);
+    sin[i] = std::sin(angles[i]);
+  }
+  const std::vector<float> weights = random_values(qkv.size(), 92);
+  auto forward = [&](const std::vector<float>& input) {
+    std::vector<float> out = input;
+    cpu().rope->rope_forward(kStream, out.data(), cos.data(), sin.data(), shape);
+    return out;
+  };
+  const std::vector<float> out = forward(qkv);
+  std::vector<double> expected(qkv.begin(), qkv.end());
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t h = 0; h < shape.heads + shape.kv_heads; ++h)
+      for (int64_t i = 0; i < half; ++i) {
+        const int64_t at = r * width + h * shape.head_size + i, t = r % kSeq;
+        const double x1 = qkv[at], x2 = qkv[at + half], c = cos[t * half + i], s = sin[t * half + i];
+        expected[at] = x1 * c - x2 * s;
+        expected[at + half] = x2 * c + x1 * s;
+      }
+  check_close("rope forward (the value heads as they were)", out, expected, {1e-7, 1e-6});
+  for (int64_t r = 0; r < kRows; ++r) {
+    const auto values = qkv.begin() + r * width + (shape.heads + shape.kv_heads) * shape.head_size;
+    CHECK(std::equal(values, values + shape.kv_heads * shape.head_size,
+                     out.begin() + (values - qkv.begin())));
+  }
+
+  // The op is linear in qkv: the gradient of sum(weights * rope(qkv)) is the backward of weights.
+  std::vector<float> grad = weights;
+  cpu().rope->rope_backward(kStream, grad.data(), cos.data(), sin.data(), shape);
+  check_gradient("rope qkv", qkv, grad, [&] { return weighted_sum(forward(qkv), weights); }, kFiniteDifferences);
+  // cos^2 + sin^2 = 1: the backward undoes the forward.
+  std::vector<float> undone = out;
+  cpu().rope->rope_backward(kStream, undone.data(), cos.data(), sin.data(), shape);
+  check_close("rope backward of forward", undone, qkv, {1e-6, 1e-6});
+
+  std::vector<Bf16> qkv_bf16 = to_bf16(qkv);
+  cpu().rope->rope_forward(kStream, qkv_bf16.data(), cos.data(), sin.data(), shape);
+  CHECK(to_floats(qkv_bf16) == rounded(forward(rounded(qkv))));
+}
+
 TEST_CASE("cross-entropy over a vocabulary of 256, one row per token, its gradient over the logits") {
   const int64_t vocab = 256;
   std::vector<float> logits = random_values(kRows * vocab, 50, 3.0f);

@@ -3,7 +3,7 @@
 // perfectly but a small MLP can.
 // trainctl data tokenize: text files as llm.c token files, with a byte-level tokenizer (token =
 // byte value, so vocab_size = 256 suffices) for demos and tests that download nothing, or with
-// GPT-2's tokenizer from a directory (data/tokenize_files.h).
+// a Hugging Face tokenizer (data/tokenize_files.h), in the format its vocabulary needs.
 // trainctl data decode: a token file as text again.
 #include <algorithm>
 #include <cmath>
@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <span>
 
@@ -20,9 +21,9 @@
 #include "batch.h"
 #include "classification_file.h"
 #include "errors.h"
-#include "gpt2_tokenizer.h"
 #include "rng.h"
 #include "token_file.h"
+#include "tokenizer.h"
 #include "data/tokenize_files.h"
 
 namespace trainctl {
@@ -71,6 +72,8 @@ struct TokenizeOptions {
   std::string documents = "files";
   int threads = 0;  // the usable cores
   size_t chunk_bytes = TokenizeFilesOptions{}.chunk_bytes;
+  int64_t shard_tokens = 0;  // one file
+  bool special = false, no_bos_eos = false;
 };
 
 // The last val_fraction of `total` tokens, for --val-out; none without it.
@@ -105,18 +108,21 @@ void tokenize_bytes(const TokenizeOptions& options) {
   fmt::print("wrote {} ({} tokens)\n", options.val_out, val_tokens);
 }
 
-void tokenize_gpt2(const TokenizeOptions& options) {
-  const Gpt2Tokenizer tokenizer = Gpt2Tokenizer::load(options.tokenizer);
-  TokenFileWriter train(options.out);
+void tokenize_text(const TokenizeOptions& options) {
+  const Tokenizer tokenizer = Tokenizer::load(options.tokenizer);
+  const TokenFormat format = token_format_for(tokenizer.vocab_size());
+  TokenOutput out(options.out, format, options.shard_tokens);
   tokenize_files(tokenizer, options.inputs,
                  {options.documents == "lines" ? DocumentUnit::kLine : DocumentUnit::kFile,
-                  options.threads > 0 ? options.threads : usable_cores(), options.chunk_bytes},
-                 train);
+                  options.threads > 0 ? options.threads : usable_cores(), options.chunk_bytes, options.special,
+                  !options.no_bos_eos},
+                 out);
+  TokenFileWriter& train = out.current();
   const int64_t val_tokens = validation_tokens(train.count(), options);
   std::optional<TokenFileWriter> val;
-  if (val_tokens > 0) train.move_last_to(val_tokens, val.emplace(options.val_out));
-  train.finish();
-  fmt::print("wrote {} ({} tokens)\n", options.out, train.count());
+  if (val_tokens > 0) train.move_last_to(val_tokens, val.emplace(options.val_out, format));
+  out.finish();
+  for (const auto& file : out.files()) fmt::print("wrote {} ({} tokens)\n", file->path(), file->count());
   if (!val) return;
   val->finish();
   fmt::print("wrote {} ({} tokens)\n", options.val_out, val->count());
@@ -124,10 +130,10 @@ void tokenize_gpt2(const TokenizeOptions& options) {
 
 void add_tokenize_command(CLI::App& data) {
   auto* tokenize = data.add_subcommand(
-      "tokenize", "write text files as an llm.c token file: one token per byte (vocab_size 256), or GPT-2's tokens");
+      "tokenize", "write text files as llm.c token files: one token per byte (vocab_size 256), or a tokenizer's tokens");
   auto options = std::make_shared<TokenizeOptions>();
   tokenize->add_option("inputs", options->inputs, "input files, concatenated in this order")->type_name(path_kind::kFile)->required();
-  creates_parent_folder(tokenize->add_option("-o,--out", options->out, "training token file"))
+  creates_parent_folder(tokenize->add_option("-o,--out", options->out, "training token file (with --shard-tokens, the shards' name)"))
       ->type_name(path_kind::kFile)
       ->required();
   auto* val_out =
@@ -138,8 +144,8 @@ void add_tokenize_command(CLI::App& data) {
       ->needs(val_out);
   auto* tokenizer = tokenize->add_option(
       "--tokenizer", options->tokenizer,
-      "GPT-2's tokenizer: a directory with vocab.json and merges.txt, or tokenizer.json; each document starts with "
-      "<|endoftext|>")->type_name(path_kind::kPath);
+      "a Hugging Face tokenizer: tokenizer.json, or a directory with it or with GPT-2's vocab.json and merges.txt; "
+      "each document between the tokens its post-processor adds (GPT-2's: <|endoftext|> before it)")->type_name(path_kind::kPath);
   tokenize->add_option("--documents", options->documents, "with --tokenizer: a document is each input file or each non-empty line")
       ->check(CLI::IsMember({"files", "lines"}))
       ->capture_default_str()
@@ -152,43 +158,64 @@ void add_tokenize_command(CLI::App& data) {
       ->check(CLI::Range(size_t{1}, size_t{1} << 30))
       ->capture_default_str()
       ->needs(tokenizer);
+  tokenize->add_option("--shard-tokens", options->shard_tokens,
+                       "with --tokenizer: write shards OUT's stem_000000 on, each ended at the first document start "
+                       "after this many tokens")
+      ->check(CLI::Range(int64_t{1}, int64_t{std::numeric_limits<int32_t>::max()}))
+      ->needs(tokenizer)
+      ->excludes(val_out);
+  tokenize->add_flag("--special", options->special,
+                     "with --tokenizer: text that spells an added token (<|begin_of_text|>, <s>, ...) is that token")
+      ->needs(tokenizer);
+  tokenize->add_flag("--no-bos-eos", options->no_bos_eos,
+                     "with --tokenizer: no tokens around the documents (BOS, EOS, GPT-2's <|endoftext|>)")
+      ->needs(tokenizer);
   tokenize->callback([options] {
     if (!(options->val_fraction > 0.0 && options->val_fraction < 1.0))
       throw UsageError(fmt::format("--val-fraction {} is not in (0, 1)", options->val_fraction));
     if (options->tokenizer.empty()) {
       tokenize_bytes(*options);
     } else {
-      tokenize_gpt2(*options);
+      tokenize_text(*options);
     }
   });
 }
 
 // Prints the tokens of a token file as the bytes they stand for, a block at a time.
 void add_decode_command(CLI::App& data) {
-  auto* decode = data.add_subcommand("decode", "print a token file as text: bytes, or GPT-2's tokens with --tokenizer");
+  auto* decode = data.add_subcommand("decode", "print a token file as text: bytes, or a tokenizer's tokens with --tokenizer");
   struct Options {
     std::string file, tokenizer;
   };
   auto options = std::make_shared<Options>();
   decode->add_option("file", options->file, "token file")->type_name(path_kind::kFile)->required();
-  decode->add_option("--tokenizer", options->tokenizer, "GPT-2's tokenizer directory (without: one byte per token)")->type_name(path_kind::kDirectory);
+  decode->add_option("--tokenizer", options->tokenizer,
+                     "tokenizer.json, or a directory with it or with vocab.json and merges.txt (without: one byte per token)")
+      ->type_name(path_kind::kPath);
   decode->callback([options] {
-    const std::vector<uint16_t> tokens = read_token_file(options->file, int64_t{1} << 16);
-    std::optional<Gpt2Tokenizer> tokenizer;
-    if (!options->tokenizer.empty()) tokenizer = Gpt2Tokenizer::load(options->tokenizer);
+    const std::vector<uint32_t> tokens = read_token_file(options->file, int64_t{1} << 32);
+    std::optional<Tokenizer> tokenizer;
+    if (!options->tokenizer.empty()) tokenizer = Tokenizer::load(options->tokenizer);
     const int64_t vocab_size = tokenizer ? tokenizer->vocab_size() : 256;
-    const auto too_large = std::find_if(tokens.begin(), tokens.end(), [&](uint16_t token) { return token >= vocab_size; });
+    const auto too_large = std::find_if(tokens.begin(), tokens.end(), [&](uint32_t token) { return token >= vocab_size; });
     if (too_large != tokens.end()) {
       const std::string position = fmt::format("{}: token {} at position {}", options->file, *too_large, too_large - tokens.begin());
-      throw DataError(tokenizer ? fmt::format("{} is not below the vocab_size {} of the tokenizer in {}", position,
+      throw DataError(tokenizer ? fmt::format("{} is not below the vocab_size {} of the tokenizer {}", position,
                                               vocab_size, options->tokenizer)
-                                : fmt::format("{} is not a byte (a GPT-2 token file needs --tokenizer DIR)", position));
+                                : fmt::format("{} is not a byte (a tokenizer's token file needs --tokenizer)", position));
     }
     constexpr size_t kBlockTokens = size_t{1} << 16;
-    const std::span<const uint16_t> all(tokens);
+    const std::span<const uint32_t> all(tokens);
     for (size_t first = 0; first < all.size(); first += kBlockTokens) {
-      const std::span<const uint16_t> block = all.subspan(first, std::min(kBlockTokens, all.size() - first));
-      const std::string text = tokenizer ? tokenizer->decode(block) : std::string(block.begin(), block.end());
+      const std::span<const uint32_t> block = all.subspan(first, std::min(kBlockTokens, all.size() - first));
+      std::string text;
+      if (tokenizer) {
+        // Whether the block starts a document, as decoding the whole would see it.
+        const std::vector<uint32_t>& openers = tokenizer->post_processor_tokens().before;
+        text = tokenizer->decode(block, first == 0 || std::find(openers.begin(), openers.end(), all[first - 1]) != openers.end());
+      } else {
+        text.assign(block.begin(), block.end());
+      }
       if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size())
         throw Failure(fmt::format("cannot write the text of {} to stdout", options->file));
     }

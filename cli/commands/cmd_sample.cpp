@@ -17,9 +17,9 @@
 #include "bad_input.h"
 #include "commands.h"
 #include "errors.h"
-#include "gpt2_tokenizer.h"
 #include "rng.h"
 #include "runs/stored_checkpoint.h"
+#include "tokenizer.h"
 
 namespace trainctl {
 
@@ -80,10 +80,10 @@ int32_t choose_token(const float* logits, int32_t vocab, const SampleOptions& op
 
 // The tokenizer to decode with: --tokenizer's, which must be the recorded one where the run
 // recorded one; else the recorded one, which must not have changed since; else none (bytes).
-std::optional<Gpt2Tokenizer> tokenizer_for(const StoredCheckpoint& stored, const std::string& given) {
+std::optional<Tokenizer> tokenizer_for(const StoredCheckpoint& stored, const std::string& given) {
   const CheckpointMeta& meta = stored.checkpoint.meta;
   if (!given.empty()) {
-    Gpt2Tokenizer tokenizer = Gpt2Tokenizer::load(given);
+    Tokenizer tokenizer = Tokenizer::load(given);
     if (!meta.tokenizer_hash.empty() && tokenizer.content_hash() != meta.tokenizer_hash)
       throw BadInput(fmt::format("--tokenizer {}: its content hash {} is not {}, that of the tokenizer {} was trained "
                                  "with ({})",
@@ -91,9 +91,9 @@ std::optional<Gpt2Tokenizer> tokenizer_for(const StoredCheckpoint& stored, const
     return tokenizer;
   }
   if (meta.tokenizer_hash.empty()) return std::nullopt;
-  Gpt2Tokenizer tokenizer = [&] {
+  Tokenizer tokenizer = [&] {
     try {
-      return Gpt2Tokenizer::load(meta.tokenizer_path);
+      return Tokenizer::load(meta.tokenizer_path);
     } catch (const BadInput& error) {
       throw BadInput(fmt::format("{} was trained with the tokenizer {}, which cannot be read now ({}); give its copy "
                                  "with --tokenizer",
@@ -111,11 +111,13 @@ void sample(const SampleOptions& options) {
   if (options.prompt.empty()) throw UsageError("--prompt is empty: sample continues a prompt of at least one byte");
   const StoredCheckpoint stored = load_stored_checkpoint(options.path);
   const std::unique_ptr<LanguageModel> model = load_language_model(stored);
-  const std::optional<Gpt2Tokenizer> tokenizer = tokenizer_for(stored, options.tokenizer);
+  const std::optional<Tokenizer> tokenizer = tokenizer_for(stored, options.tokenizer);
 
   std::vector<int32_t> tokens;
   if (tokenizer) {
-    for (uint16_t token : tokenizer->encode(options.prompt)) tokens.push_back(token);
+    // The prompt as the file's post-processor has a text begin (Llama 3's <|begin_of_text|>).
+    tokens.assign(tokenizer->post_processor_tokens().before.begin(), tokenizer->post_processor_tokens().before.end());
+    for (const uint32_t token : tokenizer->encode(options.prompt)) tokens.push_back(static_cast<int32_t>(token));
   } else {
     for (char byte : options.prompt) tokens.push_back(static_cast<unsigned char>(byte));
   }
@@ -135,7 +137,7 @@ void sample(const SampleOptions& options) {
     const int32_t token = choose_token(logits.data(), candidates, options, rng);
     tokens.push_back(token);
     if (tokenizer) {
-      const std::string_view bytes = tokenizer->token_bytes(static_cast<uint16_t>(token));
+      const std::string_view bytes = tokenizer->token_bytes(static_cast<uint32_t>(token));
       std::fwrite(bytes.data(), 1, bytes.size(), stdout);
     } else {
       std::fputc(token, stdout);
@@ -154,8 +156,8 @@ void add_sample_command(CLI::App& app) {
       ->required();
   command->add_option("--prompt", options->prompt, "text to continue")->required();
   command->add_option("--tokenizer", options->tokenizer,
-                      "GPT-2 tokenizer directory (default: the one the run trained with, if any; else bytes)")
-      ->type_name(path_kind::kDirectory);
+                      "tokenizer.json or tokenizer directory (default: the one the run trained with, if any; else bytes)")
+      ->type_name(path_kind::kPath);
   command->add_option("--tokens", options->tokens, "tokens to generate")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));

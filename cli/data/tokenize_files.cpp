@@ -1,4 +1,4 @@
-// Text files through GPT-2's tokenizer into a token file, streamed: see tokenize_files.h.
+// Text files through a tokenizer into token files, streamed: see tokenize_files.h.
 #include "data/tokenize_files.h"
 
 #include <sched.h>
@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -34,42 +35,60 @@ bool continues_character(char byte) { return (static_cast<unsigned char>(byte) &
 struct Chunk {
   std::string text;
   bool begins_file = false;  // and so a document; a later chunk continues its file's last document
+  bool ends_file = false;
 };
 
-std::vector<uint16_t> encode_chunk(const Gpt2Tokenizer& tokenizer, const Chunk& chunk, DocumentUnit documents) {
-  std::vector<uint16_t> tokens;
-  auto append = [&](std::string_view text) {
-    const std::vector<uint16_t> encoded = tokenizer.encode(text);
-    tokens.insert(tokens.end(), encoded.begin(), encoded.end());
+// A chunk's tokens, and where in them each document starts.
+struct EncodedChunk {
+  std::vector<uint32_t> tokens;
+  std::vector<size_t> document_starts;
+};
+
+EncodedChunk encode_chunk(const Tokenizer& tokenizer, const Chunk& chunk, const TokenizeFilesOptions& options) {
+  EncodedChunk encoded;
+  std::vector<uint32_t>& tokens = encoded.tokens;
+  const DocumentTokens none;
+  const DocumentTokens& around = options.document_tokens ? tokenizer.document_tokens() : none;
+  auto append = [&](std::string_view text, bool starts_document) {
+    const std::vector<uint32_t> text_tokens = tokenizer.encode(text, {starts_document, options.match_added_tokens});
+    tokens.insert(tokens.end(), text_tokens.begin(), text_tokens.end());
   };
-  if (documents == DocumentUnit::kFile) {
-    if (chunk.begins_file) tokens.push_back(tokenizer.end_of_text());
-    append(chunk.text);
-    return tokens;
+  auto open_document = [&] {
+    encoded.document_starts.push_back(tokens.size());
+    tokens.insert(tokens.end(), around.before.begin(), around.before.end());
+  };
+  auto close_document = [&] { tokens.insert(tokens.end(), around.after.begin(), around.after.end()); };
+  if (options.documents == DocumentUnit::kFile) {
+    if (chunk.begins_file) open_document();
+    append(chunk.text, chunk.begins_file);
+    if (chunk.ends_file) close_document();
+    return encoded;
   }
-  // Chunks are cut before a whitespace character, so a chunk's first line continues the line
-  // the chunk before ended in (the newline that ends it, at least), except at the file's start.
+  // A chunk of lines holds whole lines: it is cut after a newline.
   std::string_view rest = chunk.text;
-  bool line_begins_document = chunk.begins_file;
   while (!rest.empty()) {
     const size_t newline = rest.find('\n');
     std::string_view line = rest.substr(0, newline);
     rest.remove_prefix(newline == std::string_view::npos ? rest.size() : newline + 1);
     if (newline != std::string_view::npos && line.ends_with('\r')) line.remove_suffix(1);
-    if (line_begins_document && !line.empty()) tokens.push_back(tokenizer.end_of_text());
-    append(line);
-    line_begins_document = true;
+    if (line.empty()) continue;
+    open_document();
+    append(line, true);
+    close_document();
   }
-  return tokens;
+  return encoded;
 }
 
+// Where a chunk may end in the text given: the position after it, or npos.
+using CutFinder = std::function<size_t(std::string_view)>;
+
 // One input file as chunks of at least `chunk_bytes` (the last excepted), each cut at the first
-// split point past that size, checking as it reads that the text is UTF-8.
+// place past that size that `find_cut` allows, checking as it reads that the text is UTF-8.
 class ChunkReader {
  public:
-  ChunkReader(const std::string& path, const Gpt2Tokenizer& tokenizer, size_t chunk_bytes)
-      : path_(path), tokenizer_(tokenizer), chunk_bytes_(chunk_bytes), read_bytes_(std::min(chunk_bytes, kReadBytes)),
-        in_(open_input_file(path)) {}
+  ChunkReader(const std::string& path, CutFinder find_cut, size_t chunk_bytes)
+      : path_(path), cut_finder_(std::move(find_cut)), chunk_bytes_(chunk_bytes),
+        read_bytes_(std::min(chunk_bytes, kReadBytes)), in_(open_input_file(path)) {}
 
   // The next chunk; none after the last. An empty file is one empty chunk (an empty document).
   std::optional<Chunk> next() {
@@ -81,7 +100,9 @@ class ChunkReader {
       read_block();
     }
     done_ = true;
-    return take(pending_.size());
+    Chunk last = take(pending_.size());
+    last.ends_file = true;
+    return last;
   }
 
  private:
@@ -107,14 +128,14 @@ class ChunkReader {
                                static_cast<unsigned char>(pending_[at])));
   }
 
-  // The first split point at or past chunk_bytes_ in the text checked so far, or npos.
+  // The first cut at or past chunk_bytes_ in the text checked so far, or npos.
   size_t find_cut() {
     size_t start = std::max(chunk_bytes_, searched_);
     while (start < valid_ && continues_character(pending_[start])) ++start;
     if (start >= valid_) return std::string::npos;
-    const size_t found = tokenizer_.first_split_point(std::string_view(pending_).substr(start, valid_ - start));
+    const size_t found = cut_finder_(std::string_view(pending_).substr(start, valid_ - start));
     if (found != std::string_view::npos) return start + found;
-    // The last character may be the non-whitespace one of a split point that the next read ends.
+    // The last character may be the first of a cut's pair that the next read ends.
     size_t last = valid_ - 1;
     while (last > start && continues_character(pending_[last])) --last;
     searched_ = last;
@@ -131,7 +152,7 @@ class ChunkReader {
   }
 
   const std::string& path_;
-  const Gpt2Tokenizer& tokenizer_;
+  const CutFinder cut_finder_;
   const size_t chunk_bytes_, read_bytes_;
   std::ifstream in_;
   std::string pending_;  // read, not yet taken
@@ -144,7 +165,7 @@ class ChunkReader {
 // Runs tasks on a fixed set of threads; each task's result comes back through its future.
 class EncoderPool {
  public:
-  using Task = std::packaged_task<std::vector<uint16_t>()>;
+  using Task = std::packaged_task<EncodedChunk()>;
 
   explicit EncoderPool(int threads) {
     for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
@@ -163,8 +184,8 @@ class EncoderPool {
   EncoderPool(const EncoderPool&) = delete;
   EncoderPool& operator=(const EncoderPool&) = delete;
 
-  std::future<std::vector<uint16_t>> submit(Task task) {
-    std::future<std::vector<uint16_t>> result = task.get_future();
+  std::future<EncodedChunk> submit(Task task) {
+    std::future<EncodedChunk> result = task.get_future();
     {
       const std::lock_guard lock(mutex_);
       queue_.push_back(std::move(task));
@@ -195,8 +216,9 @@ class EncoderPool {
   std::vector<std::thread> workers_;
 };
 
-// "tokenized 12.0 / 45.3 MB, 8.1 MB/s" on stderr, redrawn at most once a second from the first
-// second on, when stderr is a terminal: a batch job's log gets nothing.
+// "tokenized 12.0 / 45.3 MB, 8.1 MB/s, 0:00:04 left" on stderr when it is a terminal, redrawn
+// at most once a second from the first second on, and once more at the end: a batch job's log
+// gets nothing.
 class Progress {
  public:
   explicit Progress(int64_t total_bytes) : total_bytes_(total_bytes), shown_(isatty(STDERR_FILENO) == 1) {}
@@ -207,7 +229,7 @@ class Progress {
     draw();
   }
   void finish() {
-    if (!drawn_) return;
+    if (!shown_) return;
     draw();
     fmt::print(stderr, "\n");
   }
@@ -218,9 +240,10 @@ class Progress {
   void draw() {
     last_drawn_ = Clock::now();
     const double seconds = std::chrono::duration<double>(last_drawn_ - start_).count();
-    fmt::print(stderr, "\rtokenized {:.1f} / {:.1f} MB, {:.1f} MB/s", static_cast<double>(done_bytes_) / 1e6,
-               static_cast<double>(total_bytes_) / 1e6, static_cast<double>(done_bytes_) / 1e6 / seconds);
-    drawn_ = true;
+    const double rate = static_cast<double>(done_bytes_) / std::max(seconds, 1e-9);
+    const auto left = static_cast<int64_t>(static_cast<double>(std::max<int64_t>(total_bytes_ - done_bytes_, 0)) / rate);
+    fmt::print(stderr, "\rtokenized {:.1f} / {:.1f} MB, {:.1f} MB/s, {}:{:02}:{:02} left", static_cast<double>(done_bytes_) / 1e6,
+               static_cast<double>(total_bytes_) / 1e6, rate / 1e6, left / 3600, left / 60 % 60, left % 60);
   }
 
   const int64_t total_bytes_;
@@ -228,8 +251,21 @@ class Progress {
   int64_t done_bytes_ = 0;
   const Clock::time_point start_ = Clock::now();
   Clock::time_point last_drawn_ = start_;
-  bool drawn_ = false;
 };
+
+// Where shard names are: a shard of `path` is its stem, "_", kShardDigits digits, its extension.
+constexpr int kShardDigits = 6;
+
+// A shard of `path` in `directory`'s listing, from any run.
+bool is_shard_of(const std::filesystem::path& path, const std::filesystem::path& candidate) {
+  const std::string stem = path.stem().string() + "_", extension = path.extension().string();
+  const std::string name = candidate.filename().string();
+  if (name.size() != stem.size() + kShardDigits + extension.size() || !name.starts_with(stem) || !name.ends_with(extension))
+    return false;
+  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(stem.size()),
+                     name.begin() + static_cast<std::ptrdiff_t>(stem.size() + kShardDigits),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
 
 }  // namespace
 
@@ -247,8 +283,43 @@ int usable_cores() {
   return static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
 }
 
-void tokenize_files(const Gpt2Tokenizer& tokenizer, const std::vector<std::string>& inputs,
-                    const TokenizeFilesOptions& options, TokenFileWriter& out) {
+std::string shard_path(const std::string& path, int64_t index) {
+  const std::filesystem::path file(path);
+  return (file.parent_path() / fmt::format("{}_{:0{}}{}", file.stem().string(), index, kShardDigits,
+                                          file.extension().string()))
+      .string();
+}
+
+TokenOutput::TokenOutput(std::string path, TokenFormat format, int64_t shard_tokens)
+    : path_(std::move(path)), format_(format), shard_tokens_(shard_tokens) {
+  if (shard_tokens_ > 0) {
+    const std::filesystem::path file(path_);
+    const std::filesystem::path directory = file.parent_path().empty() ? "." : file.parent_path();
+    std::error_code unreadable;  // a folder that cannot be listed fails at the first shard's write
+    std::vector<std::string> earlier;
+    for (const auto& entry : std::filesystem::directory_iterator(directory, unreadable))
+      if (is_shard_of(file, entry.path())) earlier.push_back(entry.path().string());
+    if (!earlier.empty())
+      throw UsageError(fmt::format("{} is there, a shard of an earlier run: remove the shards of {} first (a glob "
+                                   "of the new ones would take it too)", *std::min_element(earlier.begin(), earlier.end()),
+                                   path_));
+  }
+  files_.push_back(std::make_unique<TokenFileWriter>(shard_tokens_ > 0 ? shard_path(path_, 0) : path_, format_));
+}
+
+void TokenOutput::start_document() {
+  if (shard_tokens_ > 0 && current().count() >= shard_tokens_)
+    files_.push_back(std::make_unique<TokenFileWriter>(shard_path(path_, static_cast<int64_t>(files_.size())), format_));
+}
+
+void TokenOutput::append(std::span<const uint32_t> tokens) { current().append(tokens); }
+
+void TokenOutput::finish() {
+  for (const auto& file : files_) file->finish();
+}
+
+void tokenize_files(const Tokenizer& tokenizer, const std::vector<std::string>& inputs,
+                    const TokenizeFilesOptions& options, TokenOutput& out) {
   // Every input is checked before the first is read, so that a typo does not cost a long run.
   int64_t total_bytes = 0;
   for (const std::string& path : inputs) {
@@ -257,28 +328,44 @@ void tokenize_files(const Gpt2Tokenizer& tokenizer, const std::vector<std::strin
     const uintmax_t size = std::filesystem::file_size(path, unknown_size);
     if (!unknown_size) total_bytes += static_cast<int64_t>(size);
   }
+  // A document may be cut where its tokens do not change; a line after its newline.
+  const CutFinder find_cut = options.documents == DocumentUnit::kFile
+                                 ? CutFinder([&tokenizer, match = options.match_added_tokens](std::string_view text) {
+                                     return tokenizer.first_split_point(text, match);
+                                   })
+                                 : CutFinder([](std::string_view text) {
+                                     const size_t newline = text.find('\n');
+                                     return newline == std::string_view::npos ? newline : newline + 1;
+                                   });
   Progress progress(total_bytes);
   EncoderPool pool(options.threads);
   struct Pending {
-    std::future<std::vector<uint16_t>> tokens;
+    std::future<EncodedChunk> encoded;
     int64_t text_bytes;
   };
   // Twice as many chunks as threads: each thread has its next chunk queued while this one waits
   // for the oldest.
   std::deque<Pending> in_flight;
   auto write_oldest = [&] {
-    out.append(in_flight.front().tokens.get());
+    const EncodedChunk encoded = in_flight.front().encoded.get();
+    const std::span<const uint32_t> tokens(encoded.tokens);
+    size_t written = 0;
+    for (const size_t start : encoded.document_starts) {
+      out.append(tokens.subspan(written, start - written));
+      out.start_document();
+      written = start;
+    }
+    out.append(tokens.subspan(written));
     progress.advance(in_flight.front().text_bytes);
     in_flight.pop_front();
   };
   for (const std::string& path : inputs) {
-    ChunkReader reader(path, tokenizer, options.chunk_bytes);
+    ChunkReader reader(path, find_cut, options.chunk_bytes);
     while (std::optional<Chunk> chunk = reader.next()) {
       if (in_flight.size() >= 2 * static_cast<size_t>(options.threads)) write_oldest();
       const auto text_bytes = static_cast<int64_t>(chunk->text.size());
-      in_flight.push_back({pool.submit(EncoderPool::Task([&tokenizer, documents = options.documents,
-                                                          chunk = std::move(*chunk)] {
-                             return encode_chunk(tokenizer, chunk, documents);
+      in_flight.push_back({pool.submit(EncoderPool::Task([&tokenizer, &options, chunk = std::move(*chunk)] {
+                             return encode_chunk(tokenizer, chunk, options);
                            })),
                            text_bytes});
     }

@@ -10,9 +10,9 @@
 
 #include "atomic_file.h"
 #include "errors.h"
-#include "gpt2_tokenizer.h"
 #include "run_files.h"
 #include "run_record.h"
+#include "utf8.h"
 
 namespace trainctl {
 

@@ -85,7 +85,7 @@ float* floats_for(TypedPtr x, int64_t n, int slot);
 void store_floats(TypedPtr x, const float* values, int64_t n);
 
 // The ops of the table (device_ops.def), defined one family per file: memory.cpp (with info and
-// streams), blas.cpp, elementwise.cpp, norm.cpp, embedding.cpp, attention.cpp, loss.cpp,
+// streams), blas.cpp, elementwise.cpp, norm.cpp, embedding.cpp, attention.cpp, rope.cpp, loss.cpp,
 // optimizer.cpp. The CPU has no collectives (cpu_device.cpp).
 #include "device_declarations.inc"
 

@@ -1,5 +1,5 @@
-// The CPU's elementwise family: activations forward and backward and the residual add, as plain
-// loops over each element type that the compiler vectorizes, on the activations' shared
+// The CPU's elementwise family: activations forward and backward, the residual add and SwiGLU, as
+// plain loops over each element type that the compiler vectorizes, on the activations' shared
 // definitions (activation_functions.h).
 #include "activation_functions.h"
 #include "cpu_ops.h"
@@ -47,6 +47,22 @@ void backward_elements(T* grad_z, const T* grad_out, const T* __restrict z, cons
   }
 }
 
+// A row of SwiGLU: gate and up are a row of gate_up's two halves.
+template <typename T>
+void swiglu_row(T* __restrict out, const T* __restrict gate, const T* __restrict up, int64_t width) {
+  for (int64_t j = 0; j < width; ++j) out[j] = narrow<T>(activations::SwiGlu::forward(widen(gate[j]), widen(up[j])));
+}
+
+template <typename T>
+void swiglu_row_backward(T* __restrict grad_gate, T* __restrict grad_up, const T* __restrict grad_out,
+                         const T* __restrict gate, const T* __restrict up, int64_t width) {
+  for (int64_t j = 0; j < width; ++j) {
+    const float grad = widen(grad_out[j]), gate_value = widen(gate[j]);
+    grad_gate[j] = narrow<T>(activations::SwiGlu::gate_gradient(grad, gate_value, widen(up[j])));
+    grad_up[j] = narrow<T>(activations::SwiGlu::up_gradient(grad, gate_value));
+  }
+}
+
 }  // namespace
 
 void activation_forward(Stream, TypedPtr out, ConstTypedPtr z, int64_t n, Activation act) {
@@ -80,6 +96,27 @@ void add_column_sums(float* gradient, const float* sums, int64_t cols) {
 
 void add(Stream, float* out, const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void swiglu_forward(Stream, TypedPtr out, ConstTypedPtr gate_up, int64_t rows, int64_t width) {
+  with_elements(out, [&](auto* typed_out) {
+    using T = std::remove_pointer_t<decltype(typed_out)>;
+    const T* rows_in = static_cast<const T*>(gate_up.data);
+    for (int64_t r = 0; r < rows; ++r)
+      swiglu_row(typed_out + r * width, rows_in + 2 * r * width, rows_in + (2 * r + 1) * width, width);
+  });
+}
+
+void swiglu_backward(Stream, TypedPtr grad_gate_up, ConstTypedPtr grad_out, ConstTypedPtr gate_up, int64_t rows,
+                     int64_t width) {
+  with_elements(grad_gate_up, [&](auto* typed_grad) {
+    using T = std::remove_pointer_t<decltype(typed_grad)>;
+    const T* grads = static_cast<const T*>(grad_out.data);
+    const T* rows_in = static_cast<const T*>(gate_up.data);
+    for (int64_t r = 0; r < rows; ++r)
+      swiglu_row_backward(typed_grad + 2 * r * width, typed_grad + (2 * r + 1) * width, grads + r * width,
+                          rows_in + 2 * r * width, rows_in + (2 * r + 1) * width, width);
+  });
 }
 
 }  // namespace trainctl::cpu

@@ -1,5 +1,6 @@
-// The CPU's embedding family: GPT-2's token plus position embedding, forward and backward. The
-// backward visits (batch, position) in order, so repeated tokens accumulate deterministically.
+// The CPU's embedding family: GPT-2's token plus position embedding, or a Llama's token embedding
+// alone, forward and backward. The backward visits (batch, position) in order, so repeated tokens
+// accumulate deterministically.
 #include "cpu_ops.h"
 
 namespace trainctl::cpu {
@@ -21,7 +22,11 @@ void embedding_forward(Stream, float* out, const int32_t* tokens, const float* w
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t t = 0; t < seq; ++t) {
       const int64_t position = b * seq + t;
-      add_rows(out + position * channels, wte + tokens[position] * channels, wpe + t * channels, channels);
+      const float* token_row = wte + tokens[position] * channels;
+      if (wpe != nullptr)
+        add_rows(out + position * channels, token_row, wpe + t * channels, channels);
+      else
+        std::copy_n(token_row, channels, out + position * channels);
     }
 }
 
@@ -32,7 +37,7 @@ void embedding_backward(Stream, float* grad_wte, float* grad_wpe, const float* g
       const int64_t position = b * seq + t;
       const float* grad_row = grad_out + position * channels;
       accumulate_row(grad_wte + tokens[position] * channels, grad_row, channels);
-      accumulate_row(grad_wpe + t * channels, grad_row, channels);
+      if (grad_wpe != nullptr) accumulate_row(grad_wpe + t * channels, grad_row, channels);
     }
 }
 

@@ -1,7 +1,7 @@
 // The ops of the CUDA device table (cuda_device.cpp), declared from the op list, each defined in
 // the file of its op family: memory.cpp (with info and streams), blas.cu, elementwise.cu, norm.cu,
-// embedding.cu, attention.cu (with flash_attention.cu), loss.cu, optimizer.cu, collectives.cpp. Same signatures and
-// semantics as the CPU reference (kernels/cpu/); each runs on the CUDA stream its Stream holds.
+// embedding.cu, attention.cu (with flash_attention.cu), rope.cu, loss.cu, optimizer.cu, collectives.cpp. Same
+// signatures and semantics as the CPU reference (kernels/cpu/); each runs on the CUDA stream its Stream holds.
 // Also what the files share beyond the ops.
 #pragma once
 

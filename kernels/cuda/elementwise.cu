@@ -1,11 +1,14 @@
 // The CUDA elementwise family: the activations forward and backward over n elements of f32 or bf16,
-// and the residual add over floats; also memory.convert's kernel. Each is a grid-stride loop over
-// its vectors, 16 bytes at a time (four floats, eight bf16s) where every vector it touches starts
-// 16-byte aligned, else one element at a time (kernel_common.cuh's for_each_pack). The activations'
-// arithmetic is the one both devices compile (activation_functions.h), on elements widened to float
-// and rounded once when stored, uncontracted (--fmad=false) as the CPU's (-ffp-contract=off): so
-// ReLU, the identity and add match the CPU bitwise, and the GELUs differ only by erff, expf and
-// tanhf, which are not correctly rounded on either side.
+// the residual add over floats, and SwiGLU over rows of f32 or bf16; also memory.convert's kernel.
+// Each but SwiGLU is a grid-stride loop over its vectors, 16 bytes at a time (four floats, eight
+// bf16s) where every vector it touches starts 16-byte aligned, else one element at a time
+// (kernel_common.cuh's for_each_pack); SwiGLU goes over its rows with a thread per pack of columns
+// and the rows over blocks (kernel_common.cuh's row tiles), reading a pack of the gate and the
+// same pack of up from each row. The activations' and SwiGLU's arithmetic is the one both devices
+// compile (activation_functions.h), on elements widened to float and rounded once when stored,
+// uncontracted (--fmad=false) as the CPU's (-ffp-contract=off): so ReLU, the identity and add match
+// the CPU bitwise, and the GELUs and SwiGLU differ only by erff, expf and tanhf, which are not
+// correctly rounded on either side.
 #include <cstdint>
 #include <type_traits>
 
@@ -65,6 +68,40 @@ __global__ void add_kernel(float* out, const float* a, const float* b, int64_t n
   });
 }
 
+// out [rows, width] = silu(gate) * up, gate and up a row of gate_up's halves.
+template <int kWidth, typename T>
+__global__ void swiglu_forward_kernel(T* __restrict__ out, const T* __restrict__ gate_up, int64_t rows,
+                                      int64_t width) {
+  const int64_t column = row_tile_pack() * kWidth;
+  if (column >= width) return;
+  for (int64_t r = row_tile_first_row(); r < rows; r += row_tile_row_step()) {
+    const T* row = gate_up + 2 * r * width + column;
+    const Floats<kWidth> gate = load_floats<kWidth>(row), up = load_floats<kWidth>(row + width);
+    Floats<kWidth> result;
+    for (int j = 0; j < kWidth; ++j) result.v[j] = activations::SwiGlu::forward(gate.v[j], up.v[j]);
+    store_floats<kWidth>(out + r * width + column, result);
+  }
+}
+
+template <int kWidth, typename T>
+__global__ void swiglu_backward_kernel(T* __restrict__ grad_gate_up, const T* __restrict__ grad_out,
+                                       const T* __restrict__ gate_up, int64_t rows, int64_t width) {
+  const int64_t column = row_tile_pack() * kWidth;
+  if (column >= width) return;
+  for (int64_t r = row_tile_first_row(); r < rows; r += row_tile_row_step()) {
+    const int64_t at = 2 * r * width + column;
+    const Floats<kWidth> gate = load_floats<kWidth>(gate_up + at), up = load_floats<kWidth>(gate_up + at + width);
+    const Floats<kWidth> grad = load_floats<kWidth>(grad_out + r * width + column);
+    Floats<kWidth> grad_gate, grad_up;
+    for (int j = 0; j < kWidth; ++j) {
+      grad_gate.v[j] = activations::SwiGlu::gate_gradient(grad.v[j], gate.v[j], up.v[j]);
+      grad_up.v[j] = activations::SwiGlu::up_gradient(grad.v[j], gate.v[j]);
+    }
+    store_floats<kWidth>(grad_gate_up + at, grad_gate);
+    store_floats<kWidth>(grad_gate_up + at + width, grad_up);
+  }
+}
+
 // dst = src converted, kWidth elements at a time.
 template <int kWidth, typename To, typename From>
 __global__ void convert_kernel(To* __restrict__ dst, const From* __restrict__ src, int64_t n) {
@@ -118,6 +155,31 @@ void convert_elements(cudaStream_t stream, TypedPtr dst, ConstTypedPtr src, int6
 void add(Stream stream, float* out, const float* a, const float* b, int64_t n) {
   with_pack_width<float>({out, a, b}, [=](auto width) {
     launch_over(cuda_stream(stream), ceil_div(n, width()), add_kernel<width()>, out, a, b, n);
+  });
+}
+
+void swiglu_forward(Stream stream, TypedPtr out, ConstTypedPtr gate_up, int64_t rows, int64_t width) {
+  if (rows == 0 || width == 0) return;
+  with_element_type(one_element_type("swiglu_forward", {out, gate_up}), [&](auto type) {
+    using T = typename decltype(type)::type;
+    with_vector_width<T>(width, {out.data, gate_up.data}, [&](auto pack) {
+      const RowTileLaunch shape = row_tile_launch(rows, width / pack());
+      launch(cuda_stream(stream), shape.grid, shape.block, swiglu_forward_kernel<pack(), T>, typed<T>(out),
+             typed<T>(gate_up), rows, width);
+    });
+  });
+}
+
+void swiglu_backward(Stream stream, TypedPtr grad_gate_up, ConstTypedPtr grad_out, ConstTypedPtr gate_up, int64_t rows,
+                     int64_t width) {
+  if (rows == 0 || width == 0) return;
+  with_element_type(one_element_type("swiglu_backward", {grad_gate_up, grad_out, gate_up}), [&](auto type) {
+    using T = typename decltype(type)::type;
+    with_vector_width<T>(width, {grad_gate_up.data, grad_out.data, gate_up.data}, [&](auto pack) {
+      const RowTileLaunch shape = row_tile_launch(rows, width / pack());
+      launch(cuda_stream(stream), shape.grid, shape.block, swiglu_backward_kernel<pack(), T>, typed<T>(grad_gate_up),
+             typed<T>(grad_out), typed<T>(gate_up), rows, width);
+    });
   });
 }
 

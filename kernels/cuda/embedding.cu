@@ -1,5 +1,6 @@
-// The CUDA embedding family: GPT-2's token plus position embedding, forward and backward. The
-// forward is a warp per position adding its token's row of wte to its position's row of wpe.
+// The CUDA embedding family: GPT-2's token plus position embedding, or a Llama's token embedding
+// alone (wpe null), forward and backward. The forward is a warp per position adding its token's
+// row of wte to its position's row of wpe (or copying it).
 // The backward adds without float atomics and in the CPU reference's order (kernels/cpu/
 // embedding.cpp), so it matches it bitwise: each row of grad_wte takes the rows of grad_out of
 // the positions holding its token, one at a time in increasing position, onto its current value;
@@ -23,8 +24,8 @@ namespace trainctl::cuda_kernels {
 
 namespace {
 
-// A warp per position p = b * seq + t: out[p,:] = wte[tokens[p],:] + wpe[t,:], kWidth channels
-// per load.
+// A warp per position p = b * seq + t: out[p,:] = wte[tokens[p],:] + wpe[t,:] (or wte's row alone,
+// wpe null), kWidth channels per load.
 template <int kWidth>
 __global__ void embedding_forward_kernel(float* __restrict__ out, const int32_t* __restrict__ tokens,
                                          const float* __restrict__ wte, const float* __restrict__ wpe,
@@ -33,8 +34,13 @@ __global__ void embedding_forward_kernel(float* __restrict__ out, const int32_t*
   const int64_t packs = channels / kWidth;
   for (int64_t p = grid_warp_index(); p < positions; p += grid_warp_count()) {
     const float* token_row = wte + int64_t{tokens[p]} * channels;
-    const float* position_row = wpe + (p % seq) * channels;  // once per row, not per element
     float* out_row = out + p * channels;
+    if (wpe == nullptr) {
+      for (int64_t k = lane; k < packs; k += kWarpSize)
+        store_floats<kWidth>(out_row + k * kWidth, load_floats<kWidth>(token_row + k * kWidth));
+      continue;
+    }
+    const float* position_row = wpe + (p % seq) * channels;  // once per row, not per element
     for (int64_t k = lane; k < packs; k += kWarpSize) {
       const Floats<kWidth> token = load_floats<kWidth>(token_row + k * kWidth);
       const Floats<kWidth> position = load_floats<kWidth>(position_row + k * kWidth);
@@ -167,6 +173,7 @@ void embedding_backward(Stream stream, float* grad_wte, float* grad_wpe, const f
     launch(cuda, shape.grid, shape.block, accumulate_token_rows_kernel<width()>, grad_wte, grad_out, tokens, links,
            channels);
   });
+  if (grad_wpe == nullptr) return;
   with_vector_width<float>(channels, {grad_wpe, grad_out}, [&](auto width) {
     const RowLaunch shape = row_launch(seq, channels, width());
     launch(cuda, shape.grid, shape.block, accumulate_position_rows_kernel<width()>, grad_wpe, grad_out, batch, seq,

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "language_model.h"
 #include "rng.h"
 
 namespace trainctl {
@@ -29,7 +30,8 @@ constexpr size_t kWte = 0, kWpe = 1, kFirstBlock = 2;
 // would leave a ragged last tile.
 constexpr int64_t kVocabRowMultiple = 128;
 
-// GPT2LMHeadModel's tensors in state_dict order (Conv1D weights [in, out]), without lm_head.
+// GPT2LMHeadModel's tensors in state_dict order (Conv1D weights [in, out]), without lm_head. The
+// layers: the embeddings, kept (wte is the head too), each block, then ln_f.
 std::vector<ParameterSlice> gpt2_tensors(const Gpt2Spec& spec) {
   const int64_t channels = spec.n_embd;
   const std::vector<int64_t> block_shapes[] = {
@@ -44,11 +46,15 @@ std::vector<ParameterSlice> gpt2_tensors(const Gpt2Spec& spec) {
   add("transformer.wte.weight", {spec.vocab_size, channels});
   tensors.back().padding = (gpt2_padded_vocab(spec) - spec.vocab_size) * channels;
   add("transformer.wpe.weight", {spec.block_size, channels});
+  for (ParameterSlice& embedding : tensors) embedding.layer = kKeptLayer;
   for (int64_t block = 0; block < spec.n_layer; ++block)
-    for (size_t tensor = 0; tensor < std::size(block_shapes); ++tensor)
+    for (size_t tensor = 0; tensor < std::size(block_shapes); ++tensor) {
       add(fmt::format("transformer.h.{}.{}", block, kBlockTensorNames[tensor]), block_shapes[tensor]);
+      tensors.back().layer = static_cast<int>(block);
+    }
   add("transformer.ln_f.weight", {channels});
   add("transformer.ln_f.bias", {channels});
+  tensors.end()[-2].layer = tensors.end()[-1].layer = static_cast<int>(spec.n_layer);
   return tensors;
 }
 
@@ -139,7 +145,7 @@ int64_t gpt2_padded_vocab(const Gpt2Spec& spec) {
 }
 
 Gpt2::Gpt2(const Gpt2Spec& spec, const Device& device, const ModelOptions& options)
-    : LanguageModel(device, options.stream, options.precision),
+    : LanguageModel(device, options),
       spec_(spec),
       options_(options),
       norm_(device.norm.value()),
@@ -181,40 +187,28 @@ Gemm Gpt2::matmul(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int6
 }
 
 Gpt2::Shape Gpt2::load_batch(const Batch& batch) {
-  const Shape shape{batch.examples, spec_.block_size};
-  if (shape.batch < 1 || shape.batch > options_.max_examples)
-    throw std::logic_error(fmt::format("a batch of {} sequences, outside [1, {}]", shape.batch, options_.max_examples));
-  for (const char* name : {"tokens", "targets"}) {
-    const HostTensor& tensor = batch.tensor(name);
-    if (tensor.dtype != DType::kInt32 || tensor.shape != std::vector<int64_t>{shape.batch, shape.seq})
-      throw std::logic_error(fmt::format("batch tensor \"{}\" is not int32 [{}, {}]", name, shape.batch, shape.seq));
-    // The embedding and the loss index with them: a bad id would read outside the tensors.
-    for (int32_t token : tensor.ints)
-      if (token < 0 || token >= spec_.vocab_size)
-        throw std::logic_error(fmt::format("batch tensor \"{}\" holds token {}, outside [0, {})", name, token,
-                                           spec_.vocab_size));
-  }
-  const size_t bytes = static_cast<size_t>(shape.rows()) * sizeof(int32_t);
-  device_.memory.upload(stream_, buffers_->tokens.get(), batch.ints("tokens"), bytes);
-  device_.memory.upload(stream_, buffers_->targets.get(), batch.ints("targets"), bytes);
-  return shape;
+  const int64_t examples =
+      upload_token_batch(device_, stream_, batch, {spec_.block_size, spec_.vocab_size, options_.max_examples},
+                         buffers_->tokens.get(), buffers_->targets.get());
+  return {examples, spec_.block_size};
 }
 
 void Gpt2::forward(Shape shape) {
   Buffers& buffers = *buffers_;
-  compute_ = compute_parameters();
   const std::vector<ParameterSlice>& layout = parameter_layout();
-  embedding_.embedding_forward(stream_, buffers.residuals[0].get(), buffers.tokens.get(),
-                               parameter_values() + layout[kWte].offset, parameter_values() + layout[kWpe].offset, shape.batch,
-                               shape.seq, spec_.n_embd);
-  for (int64_t block = 0; block < spec_.n_layer; ++block) block_forward(block, shape, true);
+  enter_layer(kKeptLayer, Pass::kForward);
+  embedding_.embedding_forward(stream_, buffers.residuals[0].get(), buffers.tokens.get(), weights_of(layout[kWte]),
+                               weights_of(layout[kWpe]), shape.batch, shape.seq, spec_.n_embd);
+  for (int64_t block = 0; block < spec_.n_layer; ++block) {
+    enter_layer(static_cast<int>(block), Pass::kForward);
+    block_forward(block, shape, true);
+  }
   // ln_f, with the last MLP's residual add.
-  const ParameterSlice& ln_f_weight = layout[layout.size() - 2];
-  const ParameterSlice& ln_f_bias = layout[layout.size() - 1];
+  enter_layer(ln_f_layer(), Pass::kForward);
   norm_.layernorm_forward(stream_, buffers.ln_f.get(), buffers.ln_f_mean.get(), buffers.ln_f_rstd.get(),
                           buffers.of(spec_.n_layer - 1, options_.recompute).residual.get(), buffers.branch.get(),
-                          buffers.residuals.back().get(), parameter_values() + ln_f_weight.offset,
-                          parameter_values() + ln_f_bias.offset, shape.rows(), spec_.n_embd, kLayerNormEps);
+                          buffers.residuals.back().get(), weights_of(layout.end()[-2]), weights_of(layout.end()[-1]),
+                          shape.rows(), spec_.n_embd, kLayerNormEps);
 }
 
 void Gpt2::block_forward(int64_t block, Shape shape, bool write_output) {
@@ -315,7 +309,7 @@ void Gpt2::lm_head_and_loss(Shape shape, std::optional<float> grad_scale, BatchR
   // Over the padded vocabulary: its zero rows give logits the loss skips.
   const int64_t padded_vocab = gpt2_padded_vocab(spec_);
   run(matmul(false, true, shape.rows(), padded_vocab, spec_.n_embd, buffers.ln_f.get(),
-             compute_ + parameter_layout()[kWte].offset, false, buffers.logits.get()));
+             compute_weights_of(parameter_layout()[kWte]), false, buffers.logits.get()));
   device_.loss.softmax_cross_entropy(stream_, buffers.logits.get(), buffers.targets.get(), shape.rows(),
                                      spec_.vocab_size, padded_vocab, grad_scale, &totals->loss_sum, &totals->correct);
 }
@@ -329,40 +323,35 @@ void Gpt2::forward_backward_into(const Batch& batch, float grad_scale, BatchResu
 
   const std::vector<ParameterSlice>& layout = parameter_layout();
   const int64_t rows = shape.rows(), channels = spec_.n_embd, vocab = gpt2_padded_vocab(spec_);
-  auto report = [&layer_done](int64_t offset, int64_t count) {
-    if (layer_done) layer_done(offset, count);
-  };
   // The tied head: logits = ln_f wte^T, so wte's gradient gets ln_f^T-weighted logit gradients
   // here and the embedding's below. Over the padded rows too, whose logit gradients are 0: their
   // gradient stays exactly 0.
   const ParameterSlice& wte = layout[kWte];
   const TypedPtr grad_logits = buffers.logits.get();
-  run(matmul(true, false, vocab, channels, rows, grad_logits, buffers.ln_f.get(), true, gradients() + wte.offset));
-  run(matmul(false, false, rows, channels, vocab, grad_logits, compute_ + wte.offset, false,
+  run(matmul(true, false, vocab, channels, rows, grad_logits, buffers.ln_f.get(), true, gradient_of(wte)));
+  run(matmul(false, false, rows, channels, vocab, grad_logits, compute_weights_of(wte), false,
              buffers.grad_normed.get()));
-  const ParameterSlice& ln_f_weight = layout[layout.size() - 2];
-  const ParameterSlice& ln_f_bias = layout[layout.size() - 1];
+  const ParameterSlice& ln_f_weight = layout.end()[-2];
+  const ParameterSlice& ln_f_bias = layout.end()[-1];
+  enter_layer(ln_f_layer(), Pass::kBackward);
   device_.memory.fill_zero(stream_, buffers.grad_residual.get(), static_cast<size_t>(rows * channels) * sizeof(float));
   norm_.layernorm_backward(stream_, buffers.grad_residual.get(), buffers.grad_residual_copy.get(),
-                           gradients() + ln_f_weight.offset, gradients() + ln_f_bias.offset,
-                           buffers.grad_normed.get(), buffers.residuals.back().get(),
-                           parameter_values() + ln_f_weight.offset, buffers.ln_f_mean.get(), buffers.ln_f_rstd.get(), rows,
-                           channels);
-  report(ln_f_weight.offset, ln_f_weight.count + ln_f_bias.count);
+                           gradient_of(ln_f_weight), gradient_of(ln_f_bias), buffers.grad_normed.get(),
+                           buffers.residuals.back().get(), weights_of(ln_f_weight), buffers.ln_f_mean.get(),
+                           buffers.ln_f_rstd.get(), rows, channels);
+  layer_gradients_done(ln_f_layer(), layer_done);
 
   for (int64_t block = spec_.n_layer - 1; block >= 0; --block) {
+    enter_layer(static_cast<int>(block), Pass::kBackward);
     // The shared scratch still holds the last block's activations from the forward pass.
     if (options_.recompute && block != spec_.n_layer - 1) block_forward(block, shape, false);
     block_backward(block, shape);
-    const ParameterSlice& first = slice(block, kLn1Weight);
-    const ParameterSlice& last = slice(block, kFcProjBias);
-    report(first.offset, last.offset + last.count - first.offset);
+    layer_gradients_done(static_cast<int>(block), layer_done);
   }
 
-  const ParameterSlice& wpe = layout[kWpe];
-  embedding_.embedding_backward(stream_, gradients() + wte.offset, gradients() + wpe.offset,
-                                buffers.grad_residual.get(), buffers.tokens.get(), shape.batch, shape.seq, channels);
-  report(wte.offset, wpe.offset + wpe.count - wte.offset);
+  embedding_.embedding_backward(stream_, gradient_of(wte), gradient_of(layout[kWpe]), buffers.grad_residual.get(),
+                                buffers.tokens.get(), shape.batch, shape.seq, channels);
+  layer_gradients_done(kKeptLayer, layer_done);
 }
 
 void Gpt2::evaluate_into(const Batch& batch, BatchResult* totals) {
@@ -379,14 +368,9 @@ void Gpt2::next_token_logits(const int32_t* tokens, int64_t length, float* logit
   forward({1, length});
   // Only the last position's logits are wanted: a [1, C] x [C, V] product.
   const TypedPtr last = buffers.ln_f.get() + (length - 1) * spec_.n_embd;
-  run(matmul(false, true, 1, gpt2_padded_vocab(spec_), spec_.n_embd, last, compute_ + parameter_layout()[kWte].offset,
+  run(matmul(false, true, 1, gpt2_padded_vocab(spec_), spec_.n_embd, last, compute_weights_of(parameter_layout()[kWte]),
              false, buffers.logits.get()));
-  const ElementType type = activation_type();
-  std::vector<std::byte> host(static_cast<size_t>(spec_.vocab_size) * element_bytes(type));
-  device_.memory.download(stream_, host.data(), buffers.logits.get().data, host.size());
-  for (int64_t i = 0; i < spec_.vocab_size; ++i)
-    logits[i] = type == ElementType::kBf16 ? to_float(reinterpret_cast<const Bf16*>(host.data())[i])
-                                           : reinterpret_cast<const float*>(host.data())[i];
+  download_logits(device_, stream_, buffers.logits.get(), spec_.vocab_size, logits);
 }
 
 std::unique_ptr<Model> make_gpt2(const ModelSpec& spec, const Device& device, const ModelOptions& options) {
@@ -399,27 +383,19 @@ std::vector<ParameterSlice> gpt2_parameter_tensors(const ModelSpec& spec) {
 
 ModelFootprint gpt2_footprint(const ModelSpec& model, const ModelOptions& options) {
   const auto& spec = model.as<Gpt2Spec>();
-  const int64_t rows = options.max_examples * spec.block_size;
-  constexpr auto kFloat = static_cast<int64_t>(sizeof(float)), kInt = static_cast<int64_t>(sizeof(int32_t));
-  ModelFootprint footprint = parameter_footprint(gpt2_tensors(spec), options.precision);
-  BufferPlan plan(nullptr, footprint.activation_type);
-  Gpt2::plan_buffers(spec, options, plan);
-  footprint.activation_bytes += plan.bytes();
-  // The attention keeps a seq x seq matrix of probabilities for forward, two for backward.
-  footprint.cpu_scratch_bytes = 3 * spec.block_size * spec.block_size * kFloat;
+  ModelFootprint footprint = language_model_footprint(
+      gpt2_tensors(spec), options, spec.block_size, [&](BufferPlan& plan) { Gpt2::plan_buffers(spec, options, plan); });
   if (options.precision == Precision::kBf16) {
     // The bf16 ops widen their operands into float scratch of their own, and form a bf16 result
     // in float first. The widest GEMM A are the logits' gradient [rows, vocab] and the MLP's
     // [rows, 4C]; the widest B are wte [vocab, C], c_fc's weights [C, 4C] and, for c_proj's
     // weight gradient, the MLP's [rows, 4C]; the widest C is the logits [rows, vocab].
-    const int64_t channels = spec.n_embd, vocab = gpt2_padded_vocab(spec);
+    const int64_t rows = options.max_examples * spec.block_size, channels = spec.n_embd;
+    const int64_t vocab = gpt2_padded_vocab(spec);
     const int64_t widest_a = rows * std::max(vocab, 4 * channels);
     const int64_t widest_b = std::max({vocab * channels, 4 * channels * channels, rows * 4 * channels});
-    footprint.cpu_scratch_bytes += (widest_a + widest_b + rows * vocab) * kFloat;
+    footprint.cpu_scratch_bytes += (widest_a + widest_b + rows * vocab) * static_cast<int64_t>(sizeof(float));
   }
-  footprint.host_batch_bytes = 2 * rows * kInt;
-  footprint.terms_per_example = spec.block_size;
-  footprint.term_unit = "tokens";
   footprint.training_flops_per_term = training_flops_per_token(spec, footprint.parameters);
   return footprint;
 }

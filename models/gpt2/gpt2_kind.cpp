@@ -1,68 +1,38 @@
-// GPT-2 as a model kind: see gpt2_kind.h. Its data is llm.c's token shards (data/token_file.h),
+// GPT-2 as a model kind: see gpt2_kind.h. Its data is llm.c's token shards (language_model.h),
 // each holding at least one window of block_size + 1 tokens.
 #include "gpt2_kind.h"
 
 #include "gpt2.h"
-#include "token_file.h"
-#include "token_source.h"
+#include "language_model.h"
 
 namespace trainctl {
 
 namespace {
 
-std::unique_ptr<BatchSource> open_tokens(const std::string& path, const ModelSpec& spec) {
-  const auto& model = spec.as<Gpt2Spec>();
-  return std::make_unique<TokenSource>(path, model.block_size, model.vocab_size);
-}
-
-// The token count of every shard `pattern` names, each checked against the model.
-std::vector<int64_t> checked_token_counts(const std::string& pattern, const ModelSpec& spec) {
-  const auto& model = spec.as<Gpt2Spec>();
-  std::vector<int64_t> counts;
-  for (const std::string& path : token_file_paths(pattern)) {
-    require_regular_file(path);
-    counts.push_back(read_token_count(path));
-    require_one_window(path, counts.back(), model.block_size);
-  }
-  return counts;
-}
-
-void check_tokens(const std::string& pattern, const ModelSpec& spec) { checked_token_counts(pattern, spec); }
-
-DataFootprint token_footprint(const std::string& pattern, const ModelSpec& spec) {
-  const int64_t block_size = spec.as<Gpt2Spec>().block_size;
-  DataFootprint footprint;
-  footprint.mapped = true;  // TokenSource maps the shards
-  for (int64_t count : checked_token_counts(pattern, spec)) {
-    footprint.bytes += count * static_cast<int64_t>(sizeof(uint16_t));
-    footprint.examples += (count - 1) / block_size;  // its windows
-  }
-  return footprint;
-}
-
 // GPT2Config's fields for the tensors' GPT2LMHeadModel names (the tied lm_head.weight is not
-// stored: from_pretrained ties it).
-nlohmann::json hugging_face_config(const ModelSpec& spec) {
+// stored: from_pretrained ties it), with GPT2Config's defaults for the sizes a config.json lacks.
+std::vector<ConfigJsonField> gpt2_config_json(const ModelSpec& spec) {
   const auto& gpt2 = spec.as<Gpt2Spec>();
   // GPT-2 has no separate BOS/EOS: its one special token, <|endoftext|>, is the last id.
   const int64_t end_of_text = gpt2.vocab_size - 1;
   return {
-      {"architectures", nlohmann::json::array({"GPT2LMHeadModel"})},
-      {"model_type", "gpt2"},
-      {"n_layer", gpt2.n_layer},
-      {"n_head", gpt2.n_head},
-      {"n_embd", gpt2.n_embd},
-      {"n_positions", gpt2.block_size},
-      {"n_ctx", gpt2.block_size},
-      {"vocab_size", gpt2.vocab_size},
-      {"activation_function", "gelu_new"},
-      {"layer_norm_epsilon", 1e-5},
-      {"resid_pdrop", 0.0},
-      {"embd_pdrop", 0.0},
-      {"attn_pdrop", 0.0},
-      {"tie_word_embeddings", true},
-      {"bos_token_id", end_of_text},
-      {"eos_token_id", end_of_text},
+      {"architectures", nlohmann::json::array({"GPT2LMHeadModel"}), "", std::nullopt},
+      {"model_type", "gpt2", "", std::nullopt},
+      {"n_layer", gpt2.n_layer, "n_layer", 12},
+      {"n_head", gpt2.n_head, "n_head", 12},
+      {"n_embd", gpt2.n_embd, "n_embd", 768},
+      // wpe holds a row per position, so the context is a size the tensors depend on.
+      {"n_positions", gpt2.block_size, "block_size", 1024},
+      {"n_ctx", gpt2.block_size, "", std::nullopt},
+      {"vocab_size", gpt2.vocab_size, "vocab_size", 50257},
+      {"activation_function", "gelu_new", "", std::nullopt},
+      {"layer_norm_epsilon", 1e-5, "", std::nullopt},
+      {"resid_pdrop", 0.0, "", std::nullopt},
+      {"embd_pdrop", 0.0, "", std::nullopt},
+      {"attn_pdrop", 0.0, "", std::nullopt},
+      {"tie_word_embeddings", true, "", std::nullopt},
+      {"bos_token_id", end_of_text, "", std::nullopt},
+      {"eos_token_id", end_of_text, "", std::nullopt},
   };
 }
 
@@ -75,10 +45,10 @@ const ModelKind& gpt2_kind() {
       make_gpt2,
       gpt2_parameter_tensors,
       gpt2_footprint,
-      open_tokens,
-      check_tokens,
-      token_footprint,
-      hugging_face_config,
+      open_tokens_of<Gpt2Spec>,
+      check_tokens_of<Gpt2Spec>,
+      tokens_footprint_of<Gpt2Spec>,
+      gpt2_config_json,
   };
   return kind;
 }

@@ -48,13 +48,14 @@ std::unique_ptr<BatchSource> open_classification(const std::string& path, const 
   return source;
 }
 
-nlohmann::json own_config(const ModelSpec& spec) {
+// trainctl's own fields (no transformers class has this model), [model]'s keys, with its defaults.
+std::vector<ConfigJsonField> own_config_json(const ModelSpec& spec) {
   const auto& mlp = spec.as<MlpSpec>();
-  return {{"model_type", "trainctl-mlp"},
-          {"inputs", mlp.inputs},
-          {"hidden", mlp.hidden},
-          {"classes", mlp.classes},
-          {"activation", activation_name(mlp.activation)}};
+  return {{"model_type", "trainctl-mlp", "", std::nullopt},
+          {"inputs", mlp.inputs, "inputs", std::nullopt},
+          {"hidden", mlp.hidden, "hidden", nlohmann::json::array()},
+          {"classes", mlp.classes, "classes", std::nullopt},
+          {"activation", activation_name(mlp.activation), "activation", activation_name(Activation::kRelu)}};
 }
 
 }  // namespace
@@ -62,7 +63,7 @@ nlohmann::json own_config(const ModelSpec& spec) {
 const ModelKind& mlp_kind() {
   static const ModelKind kind{
       {"mlp", parse_mlp_spec}, {}, make_mlp, mlp_parameter_tensors, mlp_footprint, open_classification,
-      check_classification, classification_footprint, own_config,
+      check_classification, classification_footprint, own_config_json,
   };
   return kind;
 }

@@ -46,6 +46,7 @@ done
 grep -q "trainctl: training complete" <<<"$log" || fail "no completion: $log"
 "$TRAINCTL" logs "$run" >logs.txt && grep -q "^program_demo: rank 0 of 2 " logs.txt || fail "trainctl logs does not show the program's output"
 [ "$(cat "$run/progress.step")" = 150 ] || fail "progress.step is $(cat "$run/progress.step")"
+[ "$(cat "$run/completed.step")" = 150 ] || fail "completed.step is $(cat "$run/completed.step")"
 for rank in 0 1; do
   [ "$(cut -d' ' -f1-2 "$run/rank.exits/$rank")" = "exit 0" ] || fail "rank $rank ended: $(cat "$run/rank.exits/$rank")"
 done

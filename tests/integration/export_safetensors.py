@@ -7,7 +7,7 @@ export DIR CHECKPOINT: DIR/model.safetensors, read without the safetensors packa
 none): the 8-byte little-endian header length, the JSON header, the raw bytes, holds exactly the
 checkpoint's /model tensors (read with h5py), bit for bit; for gpt2 these are GPT2LMHeadModel's
 names and shapes without the tied lm_head.weight; and DIR/config.json describes the model of the
-checkpoint's stored config."""
+checkpoint's stored config, with torch_dtype float32."""
 import json
 import struct
 import sys
@@ -84,6 +84,7 @@ def gpt2_shapes(model):
 
 
 def expected_config(model):
+    """config.json's fields for a checkpoint's [model], torch_dtype aside (hf_weights.py uses it too)."""
     if model.get("kind", "mlp") == "mlp":
         return {"model_type": "trainctl-mlp", "inputs": model["inputs"], "hidden": model.get("hidden", []),
                 "classes": model["classes"], "activation": model.get("activation", "relu")}
@@ -121,8 +122,8 @@ def check_export(directory, checkpoint):
 
     with open(f"{directory}/config.json") as file:
         config = json.load(file)
-    if config != expected_config(model):
-        fail(f"config.json is {config}, expected {expected_config(model)}")
+    if config != {**expected_config(model), "torch_dtype": "float32"}:
+        fail(f"config.json is {config}, expected {expected_config(model)} and torch_dtype float32")
     print(f"export: {len(exported)} tensors equal the checkpoint's bit for bit; config.json is right")
 
 

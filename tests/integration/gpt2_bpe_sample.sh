@@ -6,8 +6,8 @@
 # differs from the recorded one is refused, as is a recorded tokenizer that changed since.
 source "$(dirname "$0")/lib.sh"
 /usr/bin/python3 -c 'import torch, h5py' 2>/dev/null || { echo "SKIP: python3-torch or python3-h5py missing"; exit 77; }
-source "$TRAINCTL_SOURCE_DIR/tests/integration/tiktoken_npm.sh"
-require_tiktoken_npm
+source "$TRAINCTL_SOURCE_DIR/tests/integration/tokenizer_npm.sh"
+require_tokenizer_npm
 oracle() { node "$TRAINCTL_SOURCE_DIR/tests/integration/tiktoken_oracle.mjs" "$@"; }
 peer() { /usr/bin/python3 "$(dirname "$0")/gpt2_peer.py" "$@"; }
 

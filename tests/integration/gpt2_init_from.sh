@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# train.init_from, fine-tuning from published weights, with PyTorch as the oracle (gpt2_peer.py):
+# train.init_from, fine-tuning from published weights, with PyTorch as the oracle (gpt2_peer.py;
+# weights compared by hf_weights.py):
 #  - a model.safetensors that PyTorch's own tensors were written to by hand, named as the Hugging
 #    Face Hub's GPT-2 files are (no "transformer." prefix, the causal-mask buffers and the tied
 #    lm_head.weight stored), for a small GPT-2 with GPT-2's vocabulary of 50257 (padded to 50304
@@ -13,6 +14,7 @@
 source "$(dirname "$0")/lib.sh"
 /usr/bin/python3 -c 'import torch, h5py' 2>/dev/null || { echo "SKIP: python3-torch or python3-h5py missing"; exit 77; }
 peer() { /usr/bin/python3 "$(dirname "$0")/gpt2_peer.py" "$@"; }
+hf() { /usr/bin/python3 "$(dirname "$0")/hf_weights.py" "$@"; }
 make_token_data
 gpt2=(model.kind='"gpt2"' model.vocab_size=50257 job.ranks_per_node=1 data.shuffle=false train.log_every=1
   train.lr=1e-3 train.weight_decay=0.1 train.eps=1e-6)
@@ -22,7 +24,7 @@ peer init shape.toml hub.safetensors --seed 5 >/dev/null
 write_config tune.toml tune "${gpt2[@]}" train.steps=20 checkpoint.every_steps=10 train.init_from='"hub.safetensors"'
 TRAINCTL_TEST_SAVE_INITIAL=1 "$TRAINCTL" run tune.toml >tune.log
 grep -qF "trainctl: init_from at step 0: $work/hub.safetensors" tune.log || fail "no init_from event: $(cat tune.log)"
-peer same-weights "$(checkpoint_of runs/tune 0)" hub.safetensors
+hf same-weights "$(checkpoint_of runs/tune 0)=hub.safetensors"
 first_loss=$(grep '"step":1,' runs/tune/metrics.jsonl | grep '"loss":' | sed -E 's/.*"loss":([-0-9.e+]+).*/\1/')
 peer loss "$(checkpoint_of runs/tune 0)" --expect "$first_loss"
 peer train "$(checkpoint_of runs/tune 0)" "$(checkpoint_of runs/tune 20)"
@@ -31,11 +33,11 @@ peer train "$(checkpoint_of runs/tune 0)" "$(checkpoint_of runs/tune 20)"
 "$TRAINCTL" export runs/tune -o exported >/dev/null
 write_config again.toml again "${gpt2[@]}" train.steps=1 train.init_from='"exported"'
 TRAINCTL_TEST_SAVE_INITIAL=1 "$TRAINCTL" run again.toml >/dev/null
-peer same-weights "$(checkpoint_of runs/again 0)" exported/model.safetensors
+hf same-weights "$(checkpoint_of runs/again 0)=exported/model.safetensors"
 write_config from_checkpoint.toml from_checkpoint "${gpt2[@]}" train.steps=1 \
   train.init_from="\"$(checkpoint_of runs/tune 20)\""
 TRAINCTL_TEST_SAVE_INITIAL=1 "$TRAINCTL" run from_checkpoint.toml >/dev/null
-peer same-weights "$(checkpoint_of runs/from_checkpoint 0)" exported/model.safetensors
+hf same-weights "$(checkpoint_of runs/from_checkpoint 0)=exported/model.safetensors"
 
 # A run that has checkpoints resumes from them: its step-10 checkpoint, not hub.safetensors, so
 # it ends where the uninterrupted run ended, bitwise.
@@ -66,7 +68,7 @@ expect_init_error bytes "train.init_from: $work/hub.safetensors holds wte.weight
 expect_init_error missing "train.init_from: cannot read $work/missing.safetensors: No such file or directory" \
   train.init_from='"missing.safetensors"'
 head -c 100000 hub.safetensors >cut.safetensors
-expect_init_error cut "train.init_from: $work/cut.safetensors: tensor wte.weight ends at byte 6432896 of the data, which has 97144 (truncated)" \
+expect_init_error cut "train.init_from: $work/cut.safetensors: tensor wte.weight ends at byte 6432896 of the data, which has 97112 (truncated)" \
   train.init_from='"cut.safetensors"'
 
 # docs/gpt2.md's fine-tuning example, with its own config file: weights exported from a run of the

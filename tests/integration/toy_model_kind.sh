@@ -51,6 +51,6 @@ awk -v first="$first_loss" -v final="$final_loss" 'BEGIN { exit !(final < 0.85 *
 /usr/bin/python3 - <<'PY' || fail "exported/config.json is not the toy's (above)"
 import json
 config = json.load(open("exported/config.json"))
-assert config == {"model_type": "trainctl-toy", "features": 32, "classes": 4}, config
+assert config == {"model_type": "trainctl-toy", "features": 32, "classes": 4, "torch_dtype": "float32"}, config
 PY
 echo "PASS: validate, estimate, run and export of a model kind from the test tree"

@@ -57,9 +57,11 @@ DataFootprint data_footprint(const std::string& path, const ModelSpec& spec) {
   return mlp_kind().data_footprint(path, as_mlp(spec));
 }
 
-nlohmann::json export_config(const ModelSpec& spec) {
+std::vector<ConfigJsonField> config_json(const ModelSpec& spec) {
   const auto& toy = spec.as<ToySpec>();
-  return {{"model_type", "trainctl-toy"}, {"features", toy.features}, {"classes", toy.classes}};
+  return {{"model_type", "trainctl-toy", "", std::nullopt},
+          {"features", toy.features, "features", std::nullopt},
+          {"classes", toy.classes, "classes", std::nullopt}};
 }
 
 }  // namespace
@@ -67,7 +69,7 @@ nlohmann::json export_config(const ModelSpec& spec) {
 const ModelKind& toy_kind() {
   static const ModelKind kind{
       {"toy", parse_toy}, {}, build, parameter_tensors, footprint, open_data, check_data, data_footprint,
-      export_config,
+      config_json,
   };
   return kind;
 }

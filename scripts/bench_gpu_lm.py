@@ -1,12 +1,13 @@
-"""PyTorch peer of scripts/gpu_check.sh's GPT-2 throughput step (gpt2bench): the GPT-2 of a
-trainctl config (tests/integration/gpt2_peer.py: Hugging Face's layout, GPT-2's init, AdamW in
-two groups, gradient clipping), trained on one GPU on the config's token file, unshuffled, in
-fp32 and with bf16 autocast, eager and torch.compile, with PyTorch's fused causal attention
-(scaled_dot_product_attention) as people train it. Prints tokens/s, TFLOP/s and MFU per variant,
-with the FLOPs per token trainctl counts (models/gpt2/gpt2.cpp: 6 N + 12 n_layer n_embd block_size,
-N the parameters without wpe) and the peaks of bench_gpu_mlp.py.
-Usage: python3 scripts/bench_gpu_gpt2.py --config CONFIG.toml [--warmup 10] [--steps 30]
-                                          [--precisions fp32,bf16]
+"""PyTorch peer of scripts/gpu_check.sh's language-model throughput steps (gpt2bench, llama): the
+GPT-2 or the Llama of a trainctl config (tests/integration/gpt2_peer.py, llama_peer.py: Hugging
+Face's layouts, AdamW in two groups, gradient clipping), trained on one GPU on the config's token
+file, unshuffled, in fp32 and with bf16 autocast, eager and torch.compile, with PyTorch's fused
+causal attention (scaled_dot_product_attention) as people train it. Prints tokens/s, TFLOP/s and
+MFU per variant, with the FLOPs per token trainctl counts (6 N + 12 n_layer (attention width)
+block_size, N the parameters a token's matrix products use: models/gpt2/gpt2.cpp,
+models/llama/llama.cpp) and the peaks of bench_gpu_mlp.py.
+Usage: python3 scripts/bench_gpu_lm.py --config CONFIG.toml [--warmup 10] [--steps 30]
+                                        [--precisions fp32,bf16]
 """
 import argparse
 import pathlib
@@ -18,20 +19,32 @@ import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "integration"))
+import gpt2_peer  # noqa: E402
+import llama_peer  # noqa: E402
 from bench_gpu_mlp import peak_flops  # noqa: E402
-from gpt2_peer import Attention, adamw, gpt2_of, read_tokens, step_batch, train_settings  # noqa: E402
+from peer_lib import adamw, read_tokens, step_batch, train_settings  # noqa: E402
 
 
-def flops_per_token(model, config):
+def model_of(config, seed):
+    """The config's model, initialised, and its FLOPs per token as trainctl counts them."""
     shape = config["model"]
-    parameters = sum(p.numel() for p in model.parameters()) - model.transformer.wpe.weight.numel()
-    return 6 * parameters + 12 * shape["n_layer"] * shape["n_embd"] * shape["block_size"]
+    if shape["kind"] == "gpt2":
+        model = gpt2_peer.gpt2_of(config)
+        model.init_weights(seed)
+        looked_up, attention_width = model.transformer.wpe.weight.numel(), shape["n_embd"]
+    else:
+        model = llama_peer.llama_of(config)
+        model.init_lively(seed)
+        spec = llama_peer.llama_spec(shape)
+        looked_up = 0 if spec["tie_embeddings"] else model.model.embed_tokens.weight.numel()
+        attention_width = spec["n_head"] * spec["head_dim"]
+    parameters = sum(p.numel() for p in model.parameters()) - looked_up
+    return model, 6 * parameters + 12 * shape["n_layer"] * attention_width * shape["block_size"]
 
 
 def measure(config, tokens, args, precision, compiled):
     train = train_settings(config)
-    model = gpt2_of(config)
-    model.init_weights(train.get("seed", 0))
+    model, flops = model_of(config, train.get("seed", 0))
     model = model.cuda()
     optimizer = adamw(model, train)
     block_size, batch = config["model"]["block_size"], train["micro_batch"]
@@ -55,7 +68,6 @@ def measure(config, tokens, args, precision, compiled):
         run(*batches[s % len(batches)])
     torch.cuda.synchronize()
     rate = args.steps * batch * block_size / (time.perf_counter() - began)
-    flops = flops_per_token(model, config)
     peak = peak_flops(precision)
     mfu = f"MFU {rate * flops / peak:.1%}" if peak else "MFU unknown (no peak for this GPU)"
     print(f"pytorch {torch.__version__} {precision} {'compile' if compiled else 'eager'}: {rate:,.0f} tokens/s, "
@@ -73,7 +85,7 @@ def main():
         config = tomllib.load(f)
     tokens = read_tokens(pathlib.Path(args.config).parent / config["data"]["train"])
     torch.backends.cuda.matmul.allow_tf32 = False  # trainctl's fp32 GEMM is true fp32
-    Attention.fused = True
+    gpt2_peer.Attention.fused = llama_peer.Attention.fused = True
     print(f"GPU: {torch.cuda.get_device_name()}", flush=True)
     for precision in args.precisions.split(","):
         for compiled in (False, True):
