@@ -89,7 +89,14 @@ TrainSpec parse_train(TableReader reader) {
   train.device = reader.choice("device", {"cpu", "cuda"}, "cpu");
   train.precision = reader.choice("precision", {"fp32", "bf16"}, "fp32") == "bf16" ? Precision::kBf16 : Precision::kFp32;
   train.recompute = reader.boolean("recompute", false);
-  train.zero = reader.integer("zero", 0, 0, 1);
+  train.zero = reader.integer("zero", 0, 0, 3);
+  // FSDP2's reshard_after_forward: with false, a layer's gathered weights stay from its forward to
+  // its backward (every layer's at once) instead of being gathered again.
+  train.reshard_after_forward = reader.boolean("reshard_after_forward", true);
+  if (!train.reshard_after_forward && train.zero != 3)
+    reader.fail("reshard_after_forward", fmt::format("applies to train.zero = 3 only (this config has {}), which "
+                                                     "gathers each layer's weights before use",
+                                                     train.zero));
   train.init_from = reader.optional_string("init_from");
   if (train.init_from && train.init_from->empty()) reader.fail("init_from", "must not be empty (leave the key out for a fresh init)");
   if (train.init_from) check_path_length(reader, "init_from", *train.init_from);

@@ -105,8 +105,13 @@ struct TrainSpec {
   std::optional<std::string> init_from;
   // ZeRO stage: 0 keeps the whole optimizer state on every rank; 1 shards it across the
   // data-parallel ranks (gradients reduce-scattered, each rank stepping its own shard, parameters
-  // all-gathered).
+  // all-gathered); 2 also keeps only the rank's shard of the gradients, each layer's
+  // reduce-scattered as backward finishes it; 3 also only its shard of the parameters, each
+  // layer's gathered just before use (docs/runtime.md).
   int64_t zero = 0;
+  // zero = 3: the layers' gathered weights are released after forward and gathered again for
+  // backward (true), or kept from one to the other (false: every layer's at once).
+  bool reshard_after_forward = true;
 };
 
 struct CheckpointSpec {

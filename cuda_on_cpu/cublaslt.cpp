@@ -523,6 +523,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     }
     run_matmul(matmul);
   });
+  std::vector<const void*> pointers;
+  for (const Operand& operand : operands) pointers.push_back(operand.pointer);
+  log_queued(queue, "matmul", pointers);
   ++counts().blas_calls;
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -2,6 +2,7 @@
 #include "device_state.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -42,6 +43,10 @@ struct DeviceState {
   std::map<const void*, size_t> max_dynamic_shared;  // by kernel, those that opted in
   int64_t device_bytes = 0;  // held now (cudaMalloc)
   Activity activity;
+  uint64_t allocations_made = 0;
+  int streams_made = 0;
+  std::FILE* queue_log = nullptr;  // opened on first use
+  bool queue_log_opened = false;
 };
 
 DeviceState& state() {
@@ -50,6 +55,22 @@ DeviceState& state() {
 }
 
 HostThread& this_host_thread() { return state().host_threads[std::this_thread::get_id()]; }
+
+// TRAINCTL_CUDA_ON_CPU_QUEUE_LOG's file, PREFIX.<pid> (each rank a file of its own), or null.
+std::FILE* queue_log() {
+  DeviceState& device = state();
+  if (device.queue_log_opened) return device.queue_log;
+  device.queue_log_opened = true;
+  const char* prefix = std::getenv("TRAINCTL_CUDA_ON_CPU_QUEUE_LOG");
+  if (prefix == nullptr || *prefix == '\0') return nullptr;
+  const std::string path = std::string(prefix) + "." + std::to_string(getpid());
+  device.queue_log = std::fopen(path.c_str(), "w");
+  if (device.queue_log == nullptr) {
+    std::fprintf(stderr, "cuda_on_cpu: cannot write the queue log %s\n", path.c_str());
+    std::abort();
+  }
+  return device.queue_log;
+}
 
 int environment_int(const char* name, int fallback) {
   const char* value = std::getenv(name);
@@ -100,14 +121,31 @@ const Allocation* find_allocation(const void* address, size_t bytes) {
   return start + bytes <= end && start + bytes > start ? &allocation : nullptr;
 }
 
+// Read at each call, as CUDA_VISIBLE_DEVICES is: allocations are few.
+size_t device_memory_bytes() {
+  constexpr size_t kDefaultMebibytes = size_t{80} << 10;
+  const char* value = std::getenv("TRAINCTL_CUDA_ON_CPU_MEMORY_MIB");
+  if (value == nullptr || *value == '\0') return kDefaultMebibytes << 20;
+  char* end = nullptr;
+  const unsigned long long mebibytes = std::strtoull(value, &end, 10);
+  if (*end != '\0' || mebibytes == 0 || mebibytes > (size_t{1} << 24)) {
+    std::fprintf(stderr, "cuda_on_cpu: TRAINCTL_CUDA_ON_CPU_MEMORY_MIB=\"%s\" is not a size in MiB (1 to 2^24)\n", value);
+    std::abort();
+  }
+  return static_cast<size_t>(mebibytes) << 20;
+}
+
 void* allocate_device(size_t bytes) {
+  DeviceState& device = state();
+  if (bytes > device_memory_bytes() - static_cast<size_t>(device.device_bytes)) return nullptr;
   // Exactly `bytes`, not rounded up: AddressSanitizer's red zone starts right after the last
   // byte, so a kernel's store one past the end is reported.
   void* pointer = nullptr;
   if (posix_memalign(&pointer, kDeviceAlignment, bytes) != 0) return nullptr;
-  DeviceState& device = state();
+  const uint64_t id = ++device.allocations_made;
   device.allocations.emplace(reinterpret_cast<uintptr_t>(pointer),
-                             Allocation{static_cast<const char*>(pointer), bytes, MemoryKind::kDevice});
+                             Allocation{static_cast<const char*>(pointer), bytes, MemoryKind::kDevice, id});
+  if (std::FILE* log = queue_log()) std::fprintf(log, "alloc a%llu %zu\n", static_cast<unsigned long long>(id), bytes);
   device.device_bytes += static_cast<int64_t>(bytes);
   device.activity.peak_device_bytes = std::max(device.activity.peak_device_bytes, device.device_bytes);
   return pointer;
@@ -120,6 +158,8 @@ bool release_device(void* pointer) {
   const auto found = device.allocations.find(reinterpret_cast<uintptr_t>(pointer));
   if (found == device.allocations.end() || found->second.kind != MemoryKind::kDevice) return false;
   device.device_bytes -= static_cast<int64_t>(found->second.bytes);
+  if (std::FILE* log = queue_log())
+    std::fprintf(log, "free a%llu\n", static_cast<unsigned long long>(found->second.id));
   device.allocations.erase(found);
   std::free(pointer);
   return true;
@@ -131,7 +171,8 @@ cudaError_t register_host(void* host, size_t bytes) {
   if (find_allocation(host, 1) != nullptr || find_allocation(static_cast<char*>(host) + bytes - 1, 1) != nullptr)
     return cudaErrorHostMemoryAlreadyRegistered;
   allocations.emplace(reinterpret_cast<uintptr_t>(host),
-                      Allocation{static_cast<const char*>(host), bytes, MemoryKind::kPinnedHost});
+                      Allocation{static_cast<const char*>(host), bytes, MemoryKind::kPinnedHost,
+                                 ++state().allocations_made});
   return cudaSuccess;
 }
 
@@ -197,6 +238,7 @@ CUstream_st* resolve(cudaStream_t stream) {
 
 CUstream_st* create_stream(bool blocking) {
   auto* stream = new CUstream_st;
+  stream->id = ++state().streams_made;
   stream->blocking = blocking;
   state().streams.insert(stream);
   return stream;
@@ -293,6 +335,16 @@ void forget_event(CUevent_st* event) { state().events.erase(event); }
 Activity& counts() { return state().activity; }
 
 void count_wait(bool after_upload) { ++(after_upload ? counts().upload_waits : counts().host_syncs); }
+
+void log_queued(const CUstream_st* stream, const char* kind, const std::vector<const void*>& pointers) {
+  std::FILE* log = queue_log();
+  if (log == nullptr) return;
+  std::fprintf(log, "%s s%d", kind, stream->id);
+  for (const void* pointer : pointers)
+    if (const Allocation* allocation = pointer != nullptr ? find_allocation(pointer, 0) : nullptr)
+      std::fprintf(log, " a%llu", static_cast<unsigned long long>(allocation->id));
+  std::fputc('\n', log);
+}
 
 Activity activity() {
   const std::lock_guard lock(device_mutex());

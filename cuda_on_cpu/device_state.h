@@ -15,11 +15,13 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cuda_on_cpu/activity.h"
 
 // The toolkit only declares the handles' structs; these are the CPU implementation's.
 struct CUstream_st {
+  int id = 0;  // the queue log's name for it: the legacy default stream is 0, the others count up
   // Synchronizes with the legacy default stream (streams created without cudaStreamNonBlocking).
   bool blocking = false;
   std::deque<std::function<void()>> queue;
@@ -48,16 +50,19 @@ struct Allocation {
   const char* base;
   size_t bytes;
   MemoryKind kind;
+  uint64_t id;  // the queue log's name for it: allocations count up from 1
 };
 
 // The allocation that holds [address, address + bytes), or null. With bytes == 0 an address one
 // past the end counts as inside (an empty range, or a pointer a kernel may never dereference).
 const Allocation* find_allocation(const void* address, size_t bytes);
+// Null where the device's memory cannot hold `bytes` more.
 void* allocate_device(size_t bytes);
-// Each device's memory, an H100's 80 GiB (cudaDeviceProp::totalGlobalMem), and what cudaMalloc
-// holds of it now: cudaMemGetInfo's free memory is the difference. Host memory backs it, so
-// nothing refuses an allocation past it.
-constexpr size_t kDeviceMemoryBytes = size_t{80} << 30;
+// Each device's memory (cudaDeviceProp::totalGlobalMem): TRAINCTL_CUDA_ON_CPU_MEMORY_MIB MiB, by
+// default an H100's 80 GiB; and what cudaMalloc holds of it now: cudaMemGetInfo's free memory is
+// the difference. Host memory backs it, but an allocation past it fails as on a GPU
+// (allocate_device returns null), so that a test can show what does not fit a GPU of that size.
+size_t device_memory_bytes();
 size_t device_bytes_held();
 // Returns false when `pointer` is not an allocation's base.
 bool release_device(void* pointer);
@@ -113,6 +118,10 @@ Activity& counts();
 // The host waits for device work: an upload wait when what it waits for last is a
 // host-to-device copy, else a host sync.
 void count_wait(bool after_upload);
+// The queue log (activity.h), where TRAINCTL_CUDA_ON_CPU_QUEUE_LOG names one: work of `kind`
+// ("kernel", "matmul", "copy", "memset", or a collective's NCCL name) queued on or, for a
+// collective, run on behalf of `stream`, with the allocations its pointers fall in.
+void log_queued(const CUstream_st* stream, const char* kind, const std::vector<const void*>& pointers);
 
 // Code, for reports: "function (file:line)" where addr2line finds debug information, else the
 // library and the offset in it. A return address names the call before it.

@@ -520,6 +520,9 @@ cudaError_t launch_kernel(const cudaLaunchConfig_t& config, const void* kernel,
     break;
   }
   enqueue(stream, [launch] { execute(*launch); });
+  std::vector<const void*> pointers;
+  for (const PointerArgument& argument : pointer_arguments) pointers.push_back(argument.pointer);
+  log_queued(stream, "kernel", pointers);
   ++counts().kernel_launches;
   return cudaSuccess;
 }

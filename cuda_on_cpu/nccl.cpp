@@ -108,8 +108,8 @@ namespace {
 // Checks a collective's arguments, then waits for the work queued on its stream; `run` then makes
 // the MPI call. `buffers` must be device memory of `count` elements.
 template <typename Run>
-ncclResult_t run_collective(std::initializer_list<const void*> buffers, size_t count, ncclDataType_t type,
-                            ncclComm_t comm, cudaStream_t stream, Run run) {
+ncclResult_t run_collective(const char* name, std::initializer_list<const void*> buffers, size_t count,
+                            ncclDataType_t type, ncclComm_t comm, cudaStream_t stream, Run run) {
   MPI_Datatype mpi_type{};
   if (comm == nullptr || !to_mpi(type, mpi_type) || count > INT32_MAX) return ncclInvalidArgument;
   const std::lock_guard lock(device_mutex());
@@ -122,6 +122,7 @@ ncclResult_t run_collective(std::initializer_list<const void*> buffers, size_t c
     const Allocation* allocation = find_allocation(buffer, bytes);
     if (count > 0 && (allocation == nullptr || allocation->kind != MemoryKind::kDevice)) return ncclInvalidArgument;
   }
+  log_queued(queue, name, buffers);
   drain(queue);
   if (sticky_error() != cudaSuccess) return ncclUnhandledCudaError;
   if (count == 0) return ncclSuccess;
@@ -134,7 +135,7 @@ ncclResult_t ncclAllReduce(const void* send, void* receive, size_t count, ncclDa
                            ncclComm_t comm, cudaStream_t stream) {
   MPI_Op mpi_op{};
   if (!to_mpi(op, mpi_op)) return ncclInvalidArgument;
-  return run_collective({send, receive}, count, type, comm, stream, [&](MPI_Datatype mpi_type) {
+  return run_collective("ncclAllReduce", {send, receive}, count, type, comm, stream, [&](MPI_Datatype mpi_type) {
     return MPI_Allreduce(send == receive ? MPI_IN_PLACE : send, receive, static_cast<int>(count), mpi_type, mpi_op,
                          comm->comm);
   });
@@ -146,7 +147,8 @@ ncclResult_t ncclReduce(const void* send, void* receive, size_t count, ncclDataT
   MPI_Op mpi_op{};
   if (!to_mpi(op, mpi_op) || comm == nullptr || root < 0 || root >= comm->ranks) return ncclInvalidArgument;
   const bool is_root = comm->rank == root;
-  return run_collective(is_root ? std::initializer_list<const void*>{send, receive} : std::initializer_list<const void*>{send},
+  return run_collective("ncclReduce",
+                        is_root ? std::initializer_list<const void*>{send, receive} : std::initializer_list<const void*>{send},
                         count, type, comm, stream, [&](MPI_Datatype mpi_type) {
                           const void* source = is_root && send == receive ? MPI_IN_PLACE : send;
                           return MPI_Reduce(source, receive, static_cast<int>(count), mpi_type, mpi_op, root,
@@ -158,7 +160,7 @@ ncclResult_t ncclReduce(const void* send, void* receive, size_t count, ncclDataT
 ncclResult_t ncclBroadcast(const void* send, void* receive, size_t count, ncclDataType_t type, int root,
                            ncclComm_t comm, cudaStream_t stream) {
   if (comm == nullptr || root < 0 || root >= comm->ranks) return ncclInvalidArgument;
-  return run_collective({receive}, count, type, comm, stream, [&](MPI_Datatype mpi_type) {
+  return run_collective("ncclBroadcast", {receive}, count, type, comm, stream, [&](MPI_Datatype mpi_type) {
     if (comm->rank == root && send != receive) {
       int element_bytes = 0;
       MPI_Type_size(mpi_type, &element_bytes);

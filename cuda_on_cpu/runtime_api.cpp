@@ -84,7 +84,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* properties, int device) {
   std::memset(properties->uuid.bytes, 0xc0, 4);
   properties->uuid.bytes[15] = static_cast<char>(physical);
   properties->pciBusID = physical;
-  properties->totalGlobalMem = kDeviceMemoryBytes;
+  properties->totalGlobalMem = device_memory_bytes();
   properties->sharedMemPerBlock = kDefaultMaxDynamicShared;
   properties->sharedMemPerBlockOptin = kMaxDynamicSharedOptIn;
   properties->sharedMemPerMultiprocessor = 228 << 10;
@@ -124,8 +124,8 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
 // Every device's allocations count against the current one: the process uses one device.
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   CUDA_ON_CPU_ENTER;
-  *total = kDeviceMemoryBytes;
-  *free = kDeviceMemoryBytes - std::min(device_bytes_held(), kDeviceMemoryBytes);
+  *total = device_memory_bytes();
+  *free = *total - std::min(device_bytes_held(), *total);
   return cudaSuccess;
 }
 
@@ -157,6 +157,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   }
   enqueue(queue, [dst, src, bytes] { std::memcpy(dst, src, bytes); });
   if (dst_device && src_device) {
+    log_queued(queue, "copy", {dst, src});
     ++counts().kernel_launches;
   } else if (dst_device) {
     queue->upload_end = queue->enqueued;
@@ -171,6 +172,7 @@ cudaError_t cudaMemsetAsync(void* device, int value, size_t bytes, cudaStream_t 
   if (bytes == 0) return cudaSuccess;
   if (!in_device_memory(device, bytes)) return record(cudaErrorInvalidValue);
   enqueue(queue, [device, value, bytes] { std::memset(device, value, bytes); });
+  log_queued(queue, "memset", {device});
   ++counts().kernel_launches;
   return cudaSuccess;
 }

@@ -51,6 +51,11 @@ struct DeviceActivity {
   int64_t peak_device_bytes = 0;
 };
 
+// cuBLASLt's workspace, which the CUDA table's GEMMs keep from their first call on (room for the
+// split-K and stream-K algorithms its heuristic may choose): device memory a GPU rank holds
+// beside its buffers, which `trainctl estimate` counts.
+constexpr int64_t kGpuGemmWorkspaceBytes = int64_t{32} << 20;
+
 // What runs after a GEMM's product, in the same call (cuBLASLt's epilogues), in row-major terms:
 // with P = alpha op(A) op(B) + beta C,
 //   kBias:         C = P + bias[j]

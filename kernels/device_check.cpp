@@ -83,13 +83,14 @@ std::string device_label(std::string_view device_name, int local_rank) {
   return fmt::format("{} device {}", device_name, local_rank);
 }
 
+// The memory first: the GEMM keeps cuBLASLt's workspace, which the run's estimate counts.
 std::optional<std::string> check_device(const Device& device, const DeviceCheck& check) {
-  if (std::optional<std::string> gemm = check_gemm(device, check.perturb_gemm)) return gemm;
-  if (!check.needed_bytes) return std::nullopt;
-  const std::optional<int64_t> free = device.info.free_memory_bytes();
-  if (free && *free < *check.needed_bytes)
-    return fmt::format("{} free, the run needs {}", size_text(*free), size_text(*check.needed_bytes));
-  return std::nullopt;
+  if (check.needed_bytes) {
+    const std::optional<int64_t> free = device.info.free_memory_bytes();
+    if (free && *free < *check.needed_bytes)
+      return fmt::format("{} free, the run needs {}", size_text(*free), size_text(*check.needed_bytes));
+  }
+  return check_gemm(device, check.perturb_gemm);
 }
 
 }  // namespace trainctl

@@ -23,8 +23,13 @@ ExampleRange rank_share(int64_t examples, int64_t rank, int64_t world_size);
 // The loss and correct terms of the examples `range` of `data`, scored in micro-batches of up to
 // `micro_batch` examples (which the model must have been built for) and summed on the device in
 // `device_totals`; the host reads the sums once, at the end. `batch` is the caller's, reused.
+// With `passes`, the model makes at least that many forward passes: those past the range score
+// example 0 into device_totals[1], which the result leaves out. A model whose layers are gathered
+// across the ranks (train.zero = 3) must make as many on every rank, whatever its share.
 BatchResult evaluate_examples(Model& model, const BatchSource& data, ExampleRange range, int64_t micro_batch,
-                              Batch& batch, BatchResult* device_totals);
+                              Batch& batch, BatchResult* device_totals, int64_t passes = 0);
+// The most forward passes evaluate_examples makes for a share of `examples` among `world_size`.
+int64_t most_evaluation_passes(int64_t examples, int64_t world_size, int64_t micro_batch);
 
 struct ValidationScore {
   double loss = 0.0;      // mean over the loss terms

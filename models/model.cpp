@@ -1,25 +1,19 @@
-// The model seam's flat layout, shared parameter storage, compute copy and loss totals: see model.h.
+// The model seam's footprint, its store and loss totals: see model.h.
 #include "model.h"
 
 #include <algorithm>
 
 namespace trainctl {
 
-std::vector<ParameterSlice> laid_out(std::vector<ParameterSlice> slices) {
-  int64_t offset = 0;
-  for (ParameterSlice& slice : slices) {
-    slice.count = element_count(slice.shape);
-    slice.offset = offset;
-    offset += slice.count + slice.padding;
-  }
-  return slices;
-}
-
 ModelFootprint parameter_footprint(const std::vector<ParameterSlice>& tensors, Precision precision) {
   ModelFootprint footprint;
   footprint.parameters = flat_count(laid_out(tensors));
   for (const ParameterSlice& tensor : tensors)
     footprint.largest_tensor = std::max(footprint.largest_tensor, element_count(tensor.shape));
+  const ModelLayers layers = model_layers(laid_out(tensors));
+  for (const FlatRange& layer : layers.layers) footprint.largest_layer = std::max(footprint.largest_layer, layer.count());
+  footprint.kept_layer = layers.kept ? layers.kept->count() : 0;
+  footprint.layers = static_cast<int64_t>(layers.layers.size());
   // As Model::set_layout allocates.
   if (precision == Precision::kBf16) {
     footprint.activation_type = ElementType::kBf16;
@@ -31,25 +25,21 @@ ModelFootprint parameter_footprint(const std::vector<ParameterSlice>& tensors, P
 
 void Model::set_layout(std::vector<ParameterSlice> slices) {
   layout_ = laid_out(std::move(slices));
-  const int64_t count = flat_count(layout_);
-  parameters_ = DeviceBuffer<float>(device_, count);
-  gradients_ = DeviceBuffer<float>(device_, count);
-  if (activation_type_ == ElementType::kBf16) compute_copy_ = TypedBuffer(device_, ElementType::kBf16, count);
+  store_ = std::make_unique<ParameterStore>(device_, stream_, activation_type_, layout_, sharding_);
   totals_ = DeviceBuffer<BatchResult>(device_, 1);
-  zero_gradients();
 }
 
 void Model::upload_parameters(const std::vector<float>& host) {
-  device_.memory.upload(stream_, parameters(), host.data(), host.size() * sizeof(float));
+  const FlatRange held = held_parameters();
+  device_.memory.upload(stream_, parameters(), host.data() + held.begin,
+                        static_cast<size_t>(held.count()) * sizeof(float));
 }
 
-ConstTypedPtr Model::compute_parameters() {
-  if (compute_copy_.size() == 0) return parameters_.get();
-  if (compute_copy_stale_) {
-    device_.memory.convert(stream_, compute_copy_.get(), parameters_.get(), parameters_.size());
-    compute_copy_stale_ = false;
-  }
-  return compute_copy_.get();
+void Model::layer_gradients_done(int layer, const LayerDone& layer_done) {
+  store_->gradients_done(layer);
+  if (!layer_done) return;
+  const FlatRange& range = store_->layer_range(layer);
+  layer_done(range.begin, range.count());
 }
 
 BatchResult* Model::zeroed_totals() {

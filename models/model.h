@@ -1,18 +1,28 @@
-// The model seam. A model owns its parameters and gradients as two flat device buffers of one
-// layout, so that one all-reduce and one optimizer pass cover it; parameter_layout() names the
-// slices as PyTorch's state_dict does (names, shapes, and which take weight decay). The trainer
-// drives any model through this interface and never names one (models/registry.h builds them).
+// The model seam. A model's parameters and gradients are two flat buffers of one layout, so that
+// one reduction and one optimizer pass cover them; parameter_layout() names the slices as
+// PyTorch's state_dict does (names, shapes, which take weight decay) and groups them into layers.
+// The trainer drives any model through this interface and never names one (models/registry.h
+// builds them).
 //
-// The parameters and their gradients are fp32. With train.precision = "bf16" a model also keeps a
-// bf16 copy of the parameters, which its GEMMs read (the compute copy): the optimizer writes it in
-// the pass that steps the parameters, and whoever else may write them (parameters()) makes the
-// copy be made again before the next forward pass. Its activations and their gradients are then
-// bf16 too (activation_type).
+// The parameters and their gradients are fp32. With train.precision = "bf16" the GEMMs read a
+// bf16 copy of the parameters (the compute copy): the optimizer writes it in the pass that steps
+// the parameters, and whoever else may write them (parameters()) makes the copy be made again
+// before the next forward pass. Its activations and their gradients are then bf16 too
+// (activation_type).
+//
+// The store (parameter_store.h) holds them, whole or, in training with train.zero 2 and 3,
+// sharded across the ranks. A kind reaches its weights and gradients only through a pass: it
+// enters each layer (enter_layer) before queuing the layer's forward or backward work, reads a
+// slice's weights and gradients through weights_of, compute_weights_of and gradient_of, and says
+// when backward is through with a layer's gradients (layer_gradients_done). Collectives are the
+// store's; no kind calls one.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,33 +30,10 @@
 #include "train_spec.h"
 #include "device.h"
 #include "device_buffer.h"
+#include "parameter_layout.h"
+#include "parameter_store.h"
 
 namespace trainctl {
-
-struct ParameterSlice {
-  std::string name;
-  std::vector<int64_t> shape;
-  int64_t offset = 0;
-  int64_t count = 0;
-  bool decay = true;  // takes weight decay (AdamW's first parameter group)
-  // Elements after the tensor in the flat buffers that belong to no named tensor, so checkpoints
-  // never hold them: GPT-2's vocabulary rows padded for the GEMMs. They stay zero (no gradient
-  // reaches them, and the optimizer steps only the named tensors).
-  int64_t padding = 0;
-};
-
-// The elements of a tensor of `shape`.
-inline int64_t element_count(const std::vector<int64_t>& shape) {
-  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
-}
-
-// The slices with their offsets and counts, one after another in order, each followed by its
-// padding: the flat layout of a model's parameters.
-std::vector<ParameterSlice> laid_out(std::vector<ParameterSlice> slices);
-// The floats of a flat buffer of `layout`, the padding included.
-inline int64_t flat_count(const std::vector<ParameterSlice>& layout) {
-  return layout.empty() ? 0 : layout.back().offset + layout.back().count + layout.back().padding;
-}
 
 // Allocates a model's device buffers, or only counts their bytes (device null): one plan, which
 // the model's constructor allocates with and its footprint (`trainctl estimate`) counts with, so
@@ -85,6 +72,8 @@ struct ModelOptions {
   Precision precision = Precision::kFp32;
   bool recompute = false;
   Stream stream{};
+  // Training with train.zero 2 or 3: what this rank holds of the sharded state; none, whole.
+  std::optional<ParameterSharding> sharding{};
 };
 
 // What a model of a spec holds and computes for given options, worked out without building it
@@ -92,6 +81,11 @@ struct ModelOptions {
 struct ModelFootprint {
   int64_t parameters = 0;      // floats of the parameter buffer; the gradient buffer has as many
   int64_t largest_tensor = 0;  // floats of the largest parameter tensor
+  // Floats of the largest numbered layer and of the kept layer (ParameterSlice::layer), padding
+  // included: the buffers of the layers train.zero 2 and 3 gather and reduce one at a time.
+  int64_t largest_layer = 0;
+  int64_t kept_layer = 0;
+  int64_t layers = 0;  // numbered
   // What the activations and their gradients are stored in (bf16 for precision bf16).
   ElementType activation_type = ElementType::kF32;
   // The parameters' bf16 compute copy, for precision bf16.
@@ -120,24 +114,30 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const std::vector<ParameterSlice>& parameter_layout() const { return layout_; }
-  int64_t parameter_count() const { return parameters_.size(); }
+  int64_t parameter_count() const { return store_->count(); }  // of the flat layout
+  // What this rank holds of the fp32 master parameters and of their gradients: the whole layout,
+  // or with train.zero = 3 (the parameters) and 2 (the gradients) its shard; the buffers below
+  // hold these ranges, element 0 being the range's first.
+  FlatRange held_parameters() const { return store_->held_parameters(); }
+  FlatRange held_gradients() const { return store_->held_gradients(); }
   // The fp32 master parameters, to write: the compute copy is made again before the next forward
   // pass (one conversion), since whoever asks may change them (a checkpoint's load, ZeRO-1's
   // gather).
-  float* parameters() {
-    compute_copy_stale_ = compute_copy_.size() > 0;
-    return parameters_.get();
-  }
-  const float* parameter_values() const { return parameters_.get(); }
-  // What the optimizer steps: the master parameters and the compute copy (none, null data, in
-  // fp32), which it writes in the same pass, so the copy stays current.
-  struct OptimizerTarget {
-    float* parameters;
-    TypedPtr compute_copy;
-  };
-  OptimizerTarget optimizer_target() { return {parameters_.get(), compute_copy_.get()}; }
-  float* gradients() { return gradients_.get(); }
-  void zero_gradients() { device_.memory.fill_zero(stream_, gradients_.get(), gradients_.size() * sizeof(float)); }
+  float* parameters() { return store_->parameters(); }
+  const float* parameter_values() const { return store_->parameter_values(); }
+  // What the optimizer steps, from element `begin` of the flat layout on: the master parameters,
+  // their gradients and the compute copy (none, null data, in fp32 or with train.zero = 3), which
+  // it writes in the same pass, so the copy stays current.
+  using OptimizerTarget = ParameterStore::OptimizerTarget;
+  OptimizerTarget optimizer_target(int64_t begin) { return store_->optimizer_target(begin); }
+  float* gradients() { return store_->gradients(); }
+  // Before a step's first micro-batch.
+  void zero_gradients() { store_->zero_gradients(); }
+  // Sharded training: the collectives the store gathers and reduces with, set before the first
+  // pass; after a step's last micro-batch, finish_gradients() makes the work queued next see the
+  // summed gradients of this rank's shard in gradients().
+  void set_collectives(LayerCollectives* collectives) { store_->set_collectives(collectives); }
+  void finish_gradients() { store_->finish_gradients(); }
   const Device& device() const { return device_; }
   // What the model stores its activations and their gradients in: f32, or bf16 for precision bf16.
   ElementType activation_type() const { return activation_type_; }
@@ -145,13 +145,13 @@ class Model {
   // Deterministic initialisation from `seed` (the same weights on every rank and device).
   virtual void init_parameters(uint64_t seed) = 0;
 
-  // Called during backward as soon as a slice of gradients() is final for this micro-batch:
-  // [offset, offset + count). Later layers come first; together the calls cover every parameter
-  // exactly once.
+  // Called during backward as soon as a layer's gradients are final for this micro-batch, with
+  // the layer's slice of the layout [offset, offset + count). Later layers come first; together
+  // the calls cover every parameter exactly once.
   using LayerDone = std::function<void(int64_t offset, int64_t count)>;
 
-  // Adds d(loss_sum * grad_scale)/dparams into gradients(), telling `layer_done` (when set)
-  // about each slice as it finishes, and the batch's loss and correct terms into *totals (device
+  // Adds d(loss_sum * grad_scale)/dparams into the gradients, telling `layer_done` (when set)
+  // about each layer as it finishes, and the batch's loss and correct terms into *totals (device
   // memory); the host does not wait for the device.
   virtual void forward_backward_into(const Batch& batch, float grad_scale, BatchResult* totals,
                                      const LayerDone& layer_done = {}) = 0;
@@ -170,18 +170,24 @@ class Model {
   virtual double training_flops_per_term() const = 0;
 
  protected:
-  Model(const Device& device, Stream stream, Precision precision)
+  Model(const Device& device, const ModelOptions& options)
       : device_(device),
-        stream_(stream),
-        activation_type_(precision == Precision::kBf16 ? ElementType::kBf16 : ElementType::kF32) {}
-  // Sets the layout (laid_out) and allocates parameters and gradients for it, and the compute copy
-  // for bf16.
+        stream_(options.stream),
+        activation_type_(options.precision == Precision::kBf16 ? ElementType::kBf16 : ElementType::kF32),
+        sharding_(options.sharding) {}
+  // Sets the layout (laid_out) and makes the store of its parameters and gradients.
   void set_layout(std::vector<ParameterSlice> slices);
-  // The host values of the parameters, uploaded by init_parameters.
+  // The host values of the parameters, uploaded by init_parameters (this rank's part of them).
   void upload_parameters(const std::vector<float>& host);
-  // What the GEMMs read: the compute copy, made again first if the parameters changed since; the
-  // master parameters in fp32.
-  ConstTypedPtr compute_parameters();
+  // A pass (see the top of this file): before queuing a layer's work.
+  void enter_layer(int layer, Pass pass) { store_->enter_layer(layer, pass); }
+  // A slice's fp32 weights; what its GEMMs read (the compute copy in bf16); its gradients, which
+  // the pass adds into.
+  const float* weights_of(const ParameterSlice& slice) { return store_->weights(slice); }
+  ConstTypedPtr compute_weights_of(const ParameterSlice& slice) { return store_->compute_weights(slice); }
+  float* gradient_of(const ParameterSlice& slice) { return store_->gradient(slice); }
+  // Backward is through with `layer`'s gradients for this micro-batch; tells `layer_done`.
+  void layer_gradients_done(int layer, const LayerDone& layer_done);
   // Zeroed device totals for forward_backward and evaluate.
   BatchResult* zeroed_totals();
   BatchResult read_totals(const BatchResult* totals);
@@ -191,10 +197,9 @@ class Model {
 
  private:
   ElementType activation_type_;
+  std::optional<ParameterSharding> sharding_;
   std::vector<ParameterSlice> layout_;
-  DeviceBuffer<float> parameters_, gradients_;
-  TypedBuffer compute_copy_;
-  bool compute_copy_stale_ = false;
+  std::unique_ptr<ParameterStore> store_;
   DeviceBuffer<BatchResult> totals_;
 };
 

@@ -1,6 +1,7 @@
 // The checkpoint manager: see checkpoint_manager.h.
 #include "checkpoint_manager.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -116,7 +117,8 @@ void CheckpointManager::stage(const TrainingPosition& position) {
     shard.ranks = comm_.world_size();
     shard.begin = shards_.begin(comm_.rank());
     shard.end = shards_.end(comm_.rank());
-    download(shard.model, shard.end - shard.begin, model_.parameter_values() + shard.begin);
+    download(shard.model, shard.end - shard.begin,
+             model_.parameter_values() + (shard.begin - model_.held_parameters().begin));
     shard.optimizer_state.resize(state.size());
     for (size_t s = 0; s < state.size(); ++s) {
       shard.optimizer_state[s].first = state[s].first;
@@ -326,12 +328,14 @@ std::optional<ResumedCheckpoint> CheckpointManager::resume() {
   if (position[2] == 0) return std::nullopt;
   comm_.broadcast(&loss, sizeof(loss));
   comm_.broadcast(&best, sizeof(best));
-  // The model whole; of each optimizer state, the range this rank's optimizer holds.
+  // Of the model, what this rank holds (all of it, or its shard with ZeRO-3); of each optimizer
+  // state, the range this rank's optimizer holds.
   struct Destination {
     float* device;
     int64_t begin, end;
   };
-  std::vector<Destination> destinations{{model_.parameters(), 0, model_.parameter_count()}};
+  const FlatRange held = model_.held_parameters();
+  std::vector<Destination> destinations{{model_.parameters(), held.begin, held.end}};
   for (auto& [state_name, buffer] : optimizer_.state())
     destinations.push_back({buffer->get(), optimizer_.begin(), optimizer_.end()});
   flat_state.resize(destinations.size(), std::vector<float>(static_cast<size_t>(model_.parameter_count())));
@@ -365,6 +369,8 @@ void CheckpointManager::initialize_from(const std::string& path) {
     matched = match_tensors(weights->tensors(), layout, TensorMatch::kPretrained,
                             fmt::format("train.init_from: {}", path));
   }
+  // Of the model, what this rank holds (all of it, or its shard with ZeRO-3).
+  const FlatRange held = model_.held_parameters();
   std::vector<float> values;
   for (size_t i = 0; i < layout.size(); ++i) {
     const ParameterSlice& slice = layout[i];
@@ -378,8 +384,12 @@ void CheckpointManager::initialize_from(const std::string& path) {
       }
     }
     comm_.broadcast(values.data(), values.size() * sizeof(float));
-    model_.device().memory.upload(Stream{}, model_.parameters() + slice.offset, values.data(),
-                                  values.size() * sizeof(float));
+    const int64_t first = std::max(slice.offset, held.begin);
+    const int64_t last = std::min(slice.offset + slice.count + slice.padding, held.end);
+    if (first < last)
+      model_.device().memory.upload(Stream{}, model_.parameters() + (first - held.begin),
+                                    values.data() + (first - slice.offset),
+                                    static_cast<size_t>(last - first) * sizeof(float));
   }
 }
 

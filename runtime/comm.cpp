@@ -110,16 +110,40 @@ std::pair<std::vector<int>, std::vector<int>> counts_and_displacements(const std
 }
 }  // namespace
 
+// MPI_Reduce_scatter picks its algorithm, and with it the order of each element's additions, by
+// the message's size and the rank count: a layer's reduction would then differ from the whole
+// buffer's in the last bit. Here every element is summed in rank order, x0 + x1 + ... + x(W-1),
+// whatever the buffer and its split: the pieces each rank owns are exchanged (MPI_Alltoallv) in
+// rounds of at most kReduceRoundBytes in all, and added up by their owner.
 void Comm::reduce_scatter_sum(float* data, const std::vector<int64_t>& bounds) {
   if (world_size_ == 1) return;
-  const auto [counts, displacements] = counts_and_displacements(bounds);
-  // MPI puts the result at the start of the receive buffer, so it lands in a copy first, one
-  // kept for the next call: a fresh one a step would cost its page faults every time.
-  reduce_scatter_result_.resize(static_cast<size_t>(counts[static_cast<size_t>(rank_)]));
+  counts_and_displacements(bounds);  // the int range check
+  const auto ranks = static_cast<size_t>(world_size_), me = static_cast<size_t>(rank_);
+  int64_t widest = 0;
+  for (size_t r = 0; r < ranks; ++r) widest = std::max(widest, bounds[r + 1] - bounds[r]);
+  const int64_t round = std::max<int64_t>(1, kReduceRoundBytes / static_cast<int64_t>(sizeof(float) * ranks));
+  reduce_scatter_pieces_.resize(static_cast<size_t>(std::min(widest, round)) * ranks);
+  std::vector<int> send_counts(ranks), send_displacements(ranks), receive_counts(ranks), receive_displacements(ranks);
   const InCollective waiting(Collective::kReduceScatter);
-  MPI_CHECK(MPI_Reduce_scatter(data, reduce_scatter_result_.data(), counts.data(), MPI_FLOAT, MPI_SUM,
-                               MPI_COMM_WORLD));
-  std::copy(reduce_scatter_result_.begin(), reduce_scatter_result_.end(), data + bounds[static_cast<size_t>(rank_)]);
+  for (int64_t first = 0; first < widest; first += round) {
+    const auto piece = [&](size_t r) { return std::clamp(bounds[r + 1] - bounds[r] - first, int64_t{0}, round); };
+    const int64_t mine = piece(me);
+    for (size_t r = 0; r < ranks; ++r) {
+      send_counts[r] = static_cast<int>(piece(r));
+      send_displacements[r] = static_cast<int>(bounds[r] + std::min(first, bounds[r + 1] - bounds[r]));
+      receive_counts[r] = static_cast<int>(mine);
+      receive_displacements[r] = static_cast<int>(static_cast<int64_t>(r) * mine);
+    }
+    MPI_CHECK(MPI_Alltoallv(data, send_counts.data(), send_displacements.data(), MPI_FLOAT,
+                            reduce_scatter_pieces_.data(), receive_counts.data(), receive_displacements.data(),
+                            MPI_FLOAT, MPI_COMM_WORLD));
+    float* sums = data + bounds[me] + first;
+    for (int64_t i = 0; i < mine; ++i) {
+      float sum = reduce_scatter_pieces_[static_cast<size_t>(i)];
+      for (size_t r = 1; r < ranks; ++r) sum += reduce_scatter_pieces_[r * static_cast<size_t>(mine) + static_cast<size_t>(i)];
+      sums[i] = sum;
+    }
+  }
 }
 
 void Comm::all_gather(float* data, const std::vector<int64_t>& bounds) {

@@ -35,8 +35,9 @@ class Comm {
   void broadcast(void* data, size_t bytes, int root = 0);
   // Rank r's values are [bounds[r], bounds[r + 1]) of a buffer laid out alike on every rank
   // (bounds has world_size() + 1 entries, bounds[0] = 0).
-  //   reduce_scatter_sum: this rank's range of `data` becomes the sum over ranks of theirs; the
-  //   rest of `data` is left as it was.
+  //   reduce_scatter_sum: this rank's range of `data` becomes the sum over ranks of theirs, each
+  //   element's summed in rank order whatever the bounds (so a part of a buffer sums as the whole
+  //   does); the rest of `data` is left as it was.
   //   all_gather: every rank's range of `data` becomes that rank's values.
   void reduce_scatter_sum(float* data, const std::vector<int64_t>& bounds);
   void all_gather(float* data, const std::vector<int64_t>& bounds);
@@ -61,7 +62,10 @@ class Comm {
   int local_rank_ = 0;
   std::vector<std::string> node_names_;
   bool failure_on_every_rank_ = false;
-  std::vector<float> reduce_scatter_result_;
+  // reduce_scatter_sum's pieces of one round from every rank, kept for the next call: a fresh
+  // buffer a step would cost its page faults every time.
+  static constexpr int64_t kReduceRoundBytes = int64_t{16} << 20;
+  std::vector<float> reduce_scatter_pieces_;
 };
 
 }  // namespace trainctl

@@ -20,6 +20,9 @@ class NoSync : public GradientSync {
   void finish(float*, int64_t) override {}
   void gather_parameters(float*) override {}
   void gather_shard_values(double*) override {}
+  void all_gather(float*, const std::vector<int64_t>&) override {}
+  void reduce_scatter_sum(float*, const std::vector<int64_t>&) override {}
+  void wait() override {}
 };
 
 // Host memory: the whole buffer at once, whose result does not depend on how backward was split
@@ -40,6 +43,11 @@ class MpiSync : public GradientSync {
     const std::vector<double> gathered = comm_.all_gather(values[comm_.rank()]);
     std::copy(gathered.begin(), gathered.end(), values);
   }
+  void all_gather(float* data, const std::vector<int64_t>& bounds) override { comm_.all_gather(data, bounds); }
+  void reduce_scatter_sum(float* data, const std::vector<int64_t>& bounds) override {
+    comm_.reduce_scatter_sum(data, bounds);
+  }
+  void wait() override {}
 
  private:
   Comm& comm_;
@@ -82,6 +90,13 @@ class DeviceCollectiveSync : public GradientSync {
     collectives_.all_gather(group_, Stream{}, reinterpret_cast<float*>(values), value_bounds_.data());
     collectives_.wait_reductions(group_, Stream{});
   }
+  void all_gather(float* data, const std::vector<int64_t>& bounds) override {
+    collectives_.all_gather(group_, Stream{}, data, bounds.data());
+  }
+  void reduce_scatter_sum(float* data, const std::vector<int64_t>& bounds) override {
+    collectives_.reduce_scatter_sum(group_, Stream{}, data, bounds.data());
+  }
+  void wait() override { collectives_.wait_reductions(group_, Stream{}); }
 
  private:
   const CollectiveOps& collectives_;

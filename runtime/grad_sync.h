@@ -12,6 +12,9 @@
 // With ZeRO-1 each rank steps only its shard, and gather_parameters() then gives every rank
 // every shard's parameters.
 // Only the last micro-step of a step communicates: the trainer reports layers on that one only.
+// With ZeRO-2 and 3 the model's store gathers and reduces layer by layer
+// (models/parameter_store.h) through the same collectives, as LayerCollectives: MPI's on the
+// host, at once; the device's on the group's stream, after the compute queued before them.
 #pragma once
 
 #include <cstdint>
@@ -19,13 +22,13 @@
 
 #include "comm.h"
 #include "device.h"
+#include "parameter_store.h"
 #include "shard_layout.h"
 
 namespace trainctl {
 
-class GradientSync {
+class GradientSync : public LayerCollectives {
  public:
-  virtual ~GradientSync() = default;
   // gradients[offset, offset + count) is final for this step.
   virtual void layer_ready(float* gradients, int64_t offset, int64_t count) = 0;
   // Every later operation on the gradients sees the global sum: of every element, or with ZeRO-1
@@ -41,7 +44,8 @@ class GradientSync {
 // Throws BadInput for a device other than the CPU without collectives on several ranks. Makes no
 // collective call, unlike make_gradient_sync, which checks the same first.
 void require_gradient_sync(const Device& device, const Comm& comm);
-// A collective call where the device has collectives (they open a group of every rank).
+// A collective call where the device has collectives (they open a group of every rank). `zero`:
+// the optimizer state is sharded (train.zero > 0).
 std::unique_ptr<GradientSync> make_gradient_sync(const Device& device, Comm& comm, const ShardLayout& shards,
                                                  bool zero);
 

@@ -48,9 +48,9 @@ void Optimizer::step(float* parameters, const float* gradients, TypedPtr compute
                      int64_t shards, double lr) {
   ++step_count_;
   const ParameterUpdate update{
-      .parameters = parameters + begin_,
-      .gradients = gradients + begin_,
-      .compute_copy = compute_copy ? compute_copy + begin_ : TypedPtr{},
+      .parameters = parameters,
+      .gradients = gradients,
+      .compute_copy = compute_copy,
       .n = end_ - begin_,
       .group_ends = group_ends_.get(),
       .group_decays = group_decays_.get(),

@@ -25,9 +25,9 @@ class Optimizer {
   Optimizer(const TrainSpec& spec, const Device& device, Stream stream, const std::vector<ParameterSlice>& layout,
             int64_t begin, int64_t end);
 
-  // Steps [begin, end) of `parameters` (and of compute_copy, where given) with `gradients`, after
-  // clipping them to train.grad_clip by the norm whose squares are shard_squares[0, shards)
-  // (device doubles).
+  // Steps elements [begin, end) of the layout, which `parameters` (and compute_copy, where given)
+  // and `gradients` hold from their element 0 on, after clipping the gradients to
+  // train.grad_clip by the norm whose squares are shard_squares[0, shards) (device doubles).
   void step(float* parameters, const float* gradients, TypedPtr compute_copy, const double* shard_squares,
             int64_t shards, double lr);
 

@@ -55,10 +55,9 @@ class Run {
         train_data_(open_model_data(spec.model, "train", spec.data.train)),
         val_data_(spec.data.val ? open_model_data(spec.model, "val", *spec.data.val) : nullptr),
         sampler_(make_sampler()),
-        model_(build_model(spec.model, device_,
-                           {spec.train.micro_batch, spec.train.precision, spec.train.recompute, Stream{}})),
+        shards_(balanced_shards(flat_count(parameter_layout(spec.model)), comm.world_size())),
+        model_(build_model(spec.model, device_, model_options())),
         global_terms_(global_batch_ * model_->loss_terms_per_example()),
-        shards_(balanced_shards(model_->parameter_count(), comm.world_size())),
         optimizer_(spec.train, device_, Stream{}, model_->parameter_layout(),
                    spec.train.zero > 0 ? shards_.begin(comm.rank()) : 0,
                    spec.train.zero > 0 ? shards_.end(comm.rank()) : model_->parameter_count()),
@@ -70,13 +69,14 @@ class Run {
         save_policy_(spec.checkpoint, comm.rank() == 0),
         device_activity_(device_, comm.rank() == 0),
         step_scalars_(device_, step_scalar_bytes(comm.world_size())),
-        eval_totals_(device_, 1) {
+        eval_totals_(device_, 2) {
     require_gradient_sync(device_, comm);
   }
 
   // Everything from here on may call collectives.
   int run() {
     gradient_sync_ = make_gradient_sync(device_, comm_, shards_, spec_.train.zero > 0);
+    model_->set_collectives(gradient_sync_.get());
     int64_t step = start();
     save_policy_.restart_interval(std::chrono::steady_clock::now());
     step_rate_.restart(std::chrono::steady_clock::now());
@@ -91,14 +91,17 @@ class Run {
       device_.memory.fill_zero(Stream{}, step_scalars_.get(), static_cast<size_t>(step_scalars_.size()));
       accumulate_gradients(step);
       enter(Phase::kOptimizer, step);
-      gradient_sync_->finish(model_->gradients(), model_->parameter_count());
+      if (sharded_gradients())
+        model_->finish_gradients();
+      else
+        gradient_sync_->finish(model_->gradients(), model_->parameter_count());
       gradient_squares();
-      const Model::OptimizerTarget target = model_->optimizer_target();
-      optimizer_.step(target.parameters, model_->gradients(), target.compute_copy, shard_squares(), comm_.world_size(),
+      const Model::OptimizerTarget target = model_->optimizer_target(optimizer_.begin());
+      optimizer_.step(target.parameters, target.gradients, target.compute_copy, shard_squares(), comm_.world_size(),
                       lr);
-      // ZeRO-1: every rank's shard of the parameters from its owner (the compute copy is then made
-      // again from them).
-      if (spec_.train.zero > 0) gradient_sync_->gather_parameters(model_->parameters());
+      // ZeRO-1 and 2: every rank's shard of the parameters from its owner (the compute copy is then
+      // made again from them). ZeRO-3 keeps the shard alone.
+      if (spec_.train.zero == 1 || spec_.train.zero == 2) gradient_sync_->gather_parameters(model_->parameters());
       ++step;
       note_step(step);
       step_rate_.count_step();
@@ -210,6 +213,18 @@ class Run {
     }
   }
 
+  // ZeRO-2 and 3: the model's store holds this rank's shard of the gradients, and reduces them
+  // layer by layer itself.
+  bool sharded_gradients() const { return spec_.train.zero >= 2; }
+
+  ModelOptions model_options() const {
+    ModelOptions options{spec_.train.micro_batch, spec_.train.precision, spec_.train.recompute, Stream{}};
+    if (sharded_gradients())
+      options.sharding = ParameterSharding{spec_.train.zero, spec_.train.reshard_after_forward, comm_.rank(),
+                                           shards_.bounds};
+    return options;
+  }
+
   MetricsSetup metrics_setup() const {
     const int64_t terms = model_->loss_terms_per_example();
     std::optional<PrometheusFile> prometheus;
@@ -260,7 +275,7 @@ class Run {
       // micro-step's gradients are final, so only its layers are communicated.
       const Model::LayerDone layer_done = [this, step, last](int64_t offset, int64_t count) {
         enter(Phase::kBackward, step);
-        if (last) gradient_sync_->layer_ready(model_->gradients(), offset, count);
+        if (last && !sharded_gradients()) gradient_sync_->layer_ready(model_->gradients(), offset, count);
       };
       enter(Phase::kForward, step);
       model_->forward_backward_into(batch_, grad_scale, step_totals(), layer_done);
@@ -282,14 +297,15 @@ class Run {
   }
 
   // Gradients were scaled by 1/(global loss terms) on every rank, so their sum across ranks is the
-  // global mean. The norm's squares are summed shard by shard in rank order, with ZeRO-1 or
-  // without, so both modes clip alike; only the elements the optimizer steps are clipped (by it).
+  // global mean. The norm's squares are summed shard by shard in rank order, with ZeRO or
+  // without, so every mode clips alike; only the elements the optimizer steps are clipped (by it).
   void gradient_squares() {
     const OptimizerOps& ops = device_.optimizer;
     const float* gradients = model_->gradients();
     if (spec_.train.zero > 0) {
       const int rank = comm_.rank();
-      ops.sum_squares(Stream{}, gradients + shards_.begin(rank), shards_.count(rank), shard_squares() + rank);
+      ops.sum_squares(Stream{}, gradients + (shards_.begin(rank) - model_->held_gradients().begin), shards_.count(rank),
+                      shard_squares() + rank);
       gradient_sync_->gather_shard_values(shard_squares());
     } else {
       for (int r = 0; r < comm_.world_size(); ++r)
@@ -323,7 +339,8 @@ class Run {
     const int64_t examples = val_data_->examples();
     const BatchResult result =
         evaluate_examples(*model_, *val_data_, rank_share(examples, comm_.rank(), comm_.world_size()),
-                          spec_.train.micro_batch, batch_, eval_totals_.get());
+                          spec_.train.micro_batch, batch_, eval_totals_.get(),
+                          spec_.train.zero == 3 ? most_evaluation_passes(examples, comm_.world_size(), spec_.train.micro_batch) : 0);
     std::array<double, 2> totals{result.loss_sum, static_cast<double>(result.correct)};
     comm_.allreduce_sum(totals.data(), totals.size());
     const ValidationScore score = validation_score(totals[0], totals[1], examples, *model_);
@@ -364,9 +381,9 @@ class Run {
   int64_t global_batch_;  // examples per step, over all ranks
   std::unique_ptr<BatchSource> train_data_, val_data_;
   Sampler sampler_;
+  ShardLayout shards_;  // of the flat state: what each rank steps with ZeRO and saves when sharded
   std::unique_ptr<Model> model_;
   int64_t global_terms_;  // loss terms per step, over all ranks: the loss's denominator
-  ShardLayout shards_;    // of the flat state: what each rank steps with ZeRO-1 and saves when sharded
   std::unique_ptr<GradientSync> gradient_sync_;
   Optimizer optimizer_;
   CheckpointManager checkpoints_;
@@ -377,7 +394,7 @@ class Run {
   DeviceActivityLog device_activity_;
   Batch batch_;
   DeviceBuffer<std::byte> step_scalars_;
-  DeviceBuffer<BatchResult> eval_totals_;
+  DeviceBuffer<BatchResult> eval_totals_;  // the validation's, and the passes it leaves out (evaluation.h)
   double last_loss_ = std::nan("");
   double last_val_loss_ = std::nan("");
   BestValidation best_;

@@ -57,6 +57,10 @@
 #                (scripts/bench_gpu_lm.py); and the bf16 run's peak_device_mb against what
 #                nvidia-smi saw the GPU use beyond its idle use, sampled every 100 ms: the
 #                runtime's count must not exceed it                                  93 s, 8 min
+#   zero3        one rank's step time with train.zero = 3 beside zero = 0, gpt2bench's bf16 run
+#                (40 steps each, the median after 10): on one GPU a layer's gather is the rank's
+#                copy of its shard into the layer's buffer and the bf16 conversion, so the
+#                difference is ZeRO-3's bookkeeping alone; for docs/benchmarks.md  (not yet run), 5 min
 #   llama        Llama 3.2 1B's shapes (4 x 2048 tokens, 2048 wide, 32 query heads of 64 in 8 groups,
 #                an MLP of 8192, its vocabulary of 128256): every new kernel and the GEMMs against
 #                their CPU ops (test_cuda_kernels --llama); then a bf16 training run of the 1B
@@ -77,6 +81,7 @@
 #      (tensorcores, added since, goes first)
 #   2. scripts/gpu_check.sh racecheck large                          the benchmark's shapes: 266 s
 #   3. scripts/gpu_check.sh profile                                  where the GPU time goes
+#      (zero3, added since, goes with it)
 # DEVICE=cpu runs the training steps on the CPU alone, at a small size, and the attention step's
 # programs at small shapes (trainctl's on the CPU implementation of CUDA, PyTorch's on the CPU),
 # and skips the others: a check of this script and of the pack on a machine without a GPU.
@@ -87,8 +92,8 @@ pack_build=${PACK_BUILD_DIR:-build-gpu-pack}
 
 # Step limits in seconds.
 declare -A step_limit=([tensorcores]=60 [attention]=120 [kernels]=180 [large]=420 [memcheck]=480 [racecheck]=480 [fp32]=240 [bf16]=180
-  [gpt2]=300 [sigterm]=240 [crossdevice]=240 [bench]=480 [gpt2bench]=480 [llama]=540 [profile]=300)
-all_steps=(tensorcores attention kernels large memcheck racecheck fp32 bf16 gpt2 sigterm crossdevice bench gpt2bench llama
+  [gpt2]=300 [sigterm]=240 [crossdevice]=240 [bench]=480 [gpt2bench]=480 [zero3]=300 [llama]=540 [profile]=300)
+all_steps=(tensorcores attention kernels large memcheck racecheck fp32 bf16 gpt2 sigterm crossdevice bench gpt2bench zero3 llama
   profile)
 
 if [ "${1:-}" = --pack ]; then
@@ -438,11 +443,13 @@ print(f"trainctl {sys.argv[2]}: {rate:,.0f} samples/s, {rate * flops / 1e12:.1f}
 
 # GPT-2 124M's shape, its vocabulary padded to a multiple of 64 (as people train it: whole
 # tiles and float4 rows), micro-batch 8 on one GPU, PRECISION, STEPS (40) without checkpoints but
-# the last, in $work/gpt2bench-PRECISION.toml.
+# the last, train.zero ZERO (0), in $work/gpt2bench-PRECISION.toml, or with a ZERO given,
+# $work/gpt2bench-PRECISION-zeroZERO.toml.
 gpt2bench_config() {
-  cat >"$work/gpt2bench-$1.toml" <<EOF
+  local name=gpt2bench-$1${3:+-zero$3}
+  cat >"$work/$name.toml" <<EOF
 [job]
-name = "gpt2bench-$1"
+name = "$name"
 gpus_per_node = 1
 cpus_per_rank = $threads
 [model]
@@ -462,6 +469,7 @@ grad_clip = 1.0
 log_every = 1
 device = "cuda"
 precision = "$1"
+zero = ${3:-0}
 [checkpoint]
 every_steps = 0
 keep_last = 1
@@ -579,6 +587,27 @@ print(f"trainctl bf16: {rate:,.0f} tokens/s, {mfu_text}, peak GPU memory {memory
   rm -rf "$work/runs/llamabench/checkpoints"
   python3 scripts/bench_gpu_lm.py --config "$work/llamabench.toml" --precisions bf16 --steps 20 || failed=1
   return "$failed"
+}
+
+step_zero3() {
+  needs_gpu
+  gpt2bench_tokens
+  local zero
+  for zero in 0 3; do
+    gpt2bench_config bf16 40 "$zero"
+    train "gpt2bench-bf16-zero$zero" || return 1
+    rm -rf "$work/runs/gpt2bench-bf16-zero$zero/checkpoints"
+  done
+  python3 -c '
+import json, statistics, sys
+def of(path):
+    steps = [line for line in map(json.loads, open(path)) if "loss" in line][10:]
+    return (statistics.median(line["step_time_s"] for line in steps),
+            max(line.get("peak_device_mb", 0) for line in steps))
+(time0, memory0), (time3, memory3) = of(sys.argv[1]), of(sys.argv[2])
+print(f"GPT-2 124M, bf16, micro-batch 8, one GPU: {time0 * 1e3:.1f} ms/step with zero = 0, {time3 * 1e3:.1f} ms "
+      f"with zero = 3 ({time3 / time0 - 1:+.1%}); peak GPU memory {memory0:,.0f} and {memory3:,.0f} MiB")
+' "$work/runs/gpt2bench-bf16-zero0/metrics.jsonl" "$work/runs/gpt2bench-bf16-zero3/metrics.jsonl"
 }
 
 # kernel_profile NAME: the run of config NAME under Nsight Compute, each kernel's GPU time at

@@ -1,30 +1,40 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages trainctl builds, tests and runs with.
 # Idempotent: packages already present are skipped, so a second call costs one dpkg query.
-# Usage: scripts/install-deps.sh [--bench]   (--bench adds what the benchmarks need beyond the tests,
-# patchelf for scripts/gpu_check.sh --pack among them)
+# Usage: scripts/install-deps.sh [--build | --bench]   (--build: only what the build needs, which the
+# test command installs first, to build while the rest installs; --bench adds what the benchmarks
+# need beyond the tests, patchelf for scripts/gpu_check.sh --pack among them)
 set -euo pipefail
 
+# What meson setup looks for and the build compiles and links with.
 packages=(
   meson ninja-build pkg-config g++
   openmpi-bin libopenmpi-dev
-  libhdf5-dev hdf5-tools
+  libhdf5-dev
   libcli11-dev libtomlplusplus-dev libfmt-dev doctest-dev nlohmann-json3-dev
   libpcre2-dev  # GPT-2's tokenizer: its pre-tokenizer regex, with Unicode properties and JIT
   libopenblas-dev
-  libcairo2-dev fonts-dejavu-core  # trainctl plot: cairo draws the charts, in DejaVu Sans (found by fontconfig)
+  libcairo2-dev  # trainctl plot draws its charts with cairo
+  help2man  # the build generates trainctl(1) with help2man
+  bash-completion  # the install puts the bash completion where its pkg-config file says
+  python3
+)
+# What the tests and the programs run with.
+[[ "${1:-}" == "--build" ]] || packages+=(
+  hdf5-tools
+  fonts-dejavu-core  # trainctl plot's charts are in DejaVu Sans (found by fontconfig)
   slurm-wlm munge
   procps  # pgrep: the cluster script and the tests watch daemons with it; minimal systems lack it
   curl  # trainctl notify posts [notify] webhooks with it
-  python3 python3-torch python3-h5py
+  python3-torch python3-h5py
   clang libclang-rt-14-dev  # libFuzzer and the sanitizers: scripts/fuzz.sh, the fuzz test
   prometheus  # promtool: the tests check the [metrics] prometheus textfile with it
-  help2man man-db  # the build generates trainctl(1) with help2man; a test renders it with man
-  bash-completion lmod  # the install's bash completion and environment module, which tests load
+  man-db  # a test renders trainctl(1) with man
+  lmod  # the install's environment module, which tests load
 )
 # npm installs js-tiktoken, the GPT-2 tokenizer test's oracle; a Node.js from elsewhere that
 # brings its own npm (and conflicts with Debian's npm package) serves as well.
-command -v npm >/dev/null || packages+=(nodejs npm)
+[[ "${1:-}" == "--build" ]] || command -v npm >/dev/null || packages+=(nodejs npm)
 # time: /usr/bin/time measures the benchmarks' peak memory; patchelf sets the GPU pack's rpath.
 [[ "${1:-}" == "--bench" ]] && packages+=(bc patchelf time)
 

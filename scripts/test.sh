@@ -36,17 +36,59 @@ if [ "$rounds" -gt 0 ] && [ $# -eq 0 ]; then
   exit 2
 fi
 
-scripts/install-deps.sh
-# The npm packages the tokenizer tests take as their oracles, installed once here rather than by
-# several tests at once into one cache; where npm cannot reach its registry those tests skip.
-echo "test.sh: the npm packages of the tokenizer tests (js-tiktoken, gpt-3-encoder, llama3-tokenizer-js," \
-  "@huggingface/tokenizers, llama-tokenizer-js)"
-{ bash -c 'source tests/integration/tokenizer_npm.sh && install_tokenizer_npm' 2>&1 || true; } | progress_filter npm false
+# First what the build needs; the rest installs while the build begins, and the tests wait for it.
+scripts/install-deps.sh --build
+install_the_rest() {
+  scripts/install-deps.sh
+  # The npm packages the tokenizer tests take as their oracles, installed once here rather than by
+  # several tests at once into one cache; where npm cannot reach its registry those tests skip.
+  echo "test.sh: the npm packages of the tokenizer tests (js-tiktoken, gpt-3-encoder, llama3-tokenizer-js," \
+    "@huggingface/tokenizers, llama-tokenizer-js)"
+  { bash -c 'source tests/integration/tokenizer_npm.sh && install_tokenizer_npm' 2>&1 || true; } | progress_filter npm false
+}
+install_the_rest &
+installing=$!
+
+# cluster_targets: what the cluster suite's tests run (their meson `depends`) as ninja targets,
+# but for those in the suite installs, which install everything.
+cluster_targets() {
+  python3 - <<'PY'
+import json, os, subprocess
+def introspect(what):
+    return json.loads(subprocess.run(["meson", "introspect", "build", what], check=True,
+                                     capture_output=True, text=True).stdout)
+files = {target["id"]: target["filename"] for target in introspect("--targets")}
+suites = lambda test: {suite.split(":")[-1] for suite in test["suite"]}
+needed = {file for test in introspect("--tests") if "cluster" in suites(test) and "installs" not in suites(test)
+          for dependency in test["depends"] for file in files[dependency]}
+print("\n".join(sorted(os.path.relpath(file, "build") for file in needed)))
+PY
+}
+
 # The CUDA code's tests run on the CPU implementation of CUDA: a build that cannot make it fails
-# here with the reason, instead of leaving those tests out.
-echo "test.sh: building (scripts/build.sh)"
-if ! scripts/build.sh -Dcuda-on-cpu=enabled; then
+# here with the reason, instead of leaving those tests out. For every test, the build starts with
+# what the cluster tests run: they mostly wait for SLURM, so they start while the rest builds.
+build=(scripts/build.sh -Dcuda-on-cpu=enabled)
+if [ $# -eq 0 ] && [ "$rounds" -eq 0 ]; then
+  echo "test.sh: configuring (scripts/build.sh)"
+  if ! "${build[@]}" -- build.ninja; then
+    wait "$installing" || true
+    echo "test.sh: the configuration failed (above), so no test ran" >&2
+    exit 1
+  fi
+  mapfile -t targets < <(cluster_targets)
+  echo "test.sh: building what the cluster tests run (${#targets[@]} targets); the rest builds beside them"
+  build=(scripts/build.sh -- "${targets[@]}")
+else
+  echo "test.sh: building (scripts/build.sh)"
+fi
+if ! "${build[@]}"; then
+  wait "$installing" || true
   echo "test.sh: the build failed (above), so no test ran" >&2
+  exit 1
+fi
+if ! wait "$installing"; then
+  echo "test.sh: installing the packages failed (above), so no test ran" >&2
   exit 1
 fi
 
@@ -75,21 +117,29 @@ if [ -n "$cluster_before" ]; then
   echo "test.sh: the local cluster is up already: the cluster tests use it, and those that reshape it cancel its jobs"
 fi
 
-# run_tests [meson test arguments] [--and [meson test arguments]]...: one meson test for each
-# group of arguments, all at once, saying each test as it starts and as it ends, and every 15 s
-# those still running; each writes its results where its --logbase says (testlog by default) in
-# build/meson-logs/. meson test prints a line as each test ends; the starts come from meson's
-# child processes, each a test's command line (meson introspect --tests).
+# run_tests [--build] LANE [--and LANE]...: meson tests, one per lane at a time and the lanes all
+# at once, saying each test as it starts and as it ends, and every 15 s those still running. A
+# LANE is meson test arguments [--then meson test arguments]...: a step starts when the one before
+# it has ended. Each step writes its results where its --logbase says (testlog by default) in
+# build/meson-logs/. With --build, scripts/build.sh builds the rest beside them (its output shown
+# as it comes), and a step whose arguments begin with --after-build waits until it has built
+# everything; if it fails, those steps never start. meson test prints a line as each test ends;
+# the starts come from meson's child processes, each a test's command line (meson introspect
+# --tests).
 run_tests() {
   python3 - build "$@" <<'PY'
 import json, os, select, signal, subprocess, sys, time
 
-build, groups = sys.argv[1], [[]]
-for argument in sys.argv[2:]:
+build, arguments = sys.argv[1], sys.argv[2:]
+building = arguments[:1] == ["--build"]
+lanes = [[[]]]  # each lane's steps to come, each step its arguments
+for argument in arguments[building:]:
     if argument == "--and":
-        groups.append([])
+        lanes.append([[]])
+    elif argument == "--then":
+        lanes[-1].append([])
     else:
-        groups[-1].append(argument)
+        lanes[-1][-1].append(argument)
 QUIET_SECONDS = 14  # a line at least every 15 s: the loop wakes once a second
 
 tests = json.loads(subprocess.run(["meson", "introspect", build, "--tests"], check=True,
@@ -140,15 +190,38 @@ def say(line):
 
 # Ctrl-C is meson's to handle (it stops the tests and reports them); this relays until they end.
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-mesons = [subprocess.Popen(["meson", "test", "-C", build, "--print-errorlogs", *arguments],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-          for arguments in groups]
-pending = {meson.stdout.fileno(): b"" for meson in mesons}  # each one's unfinished line
+def start(command):
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+def start_meson(arguments):
+    meson = start(["meson", "test", "-C", build, "--print-errorlogs", *arguments])
+    pending[meson.stdout.fileno()] = b""
+    return meson
+
+pending = {}  # each output's unfinished line
+builder = start(["scripts/build.sh"]) if building else None
+if builder:
+    pending[builder.stdout.fileno()] = b""
+build_status = None if building else 0  # None while it builds
+mesons = []
+lane_mesons = [None] * len(lanes)  # each lane's step running, or the last one
+def start_steps():  # each lane's next step, once the one before it has ended (and the build, where it waits)
+    for lane, steps in enumerate(lanes):
+        if not steps or (lane_mesons[lane] and lane_mesons[lane].poll() is None):
+            continue
+        waits = steps[0][:1] == ["--after-build"]
+        if waits and build_status is None:
+            continue
+        if waits and build_status:
+            steps.clear()  # the build failed: this step and those after it never start
+            continue
+        lane_mesons[lane] = start_meson(steps.pop(0)[waits:])
+        mesons.append(lane_mesons[lane])
 running = {}  # pid -> (name, started), the tests seen running
 # When meson last said something or a test started, and when anything was last printed.
 last_news = last_said = time.monotonic()
-while pending:
+start_steps()
+while pending or builder or any(lanes):
     for output in select.select(list(pending), [], [], 1.0)[0]:
         chunk = os.read(output, 65536)
         if not chunk:
@@ -160,6 +233,12 @@ while pending:
         for line in lines:
             say(line)
             last_news = last_said = time.monotonic()
+    if builder and builder.stdout.fileno() not in pending and builder.poll() is not None:
+        build_status = builder.returncode
+        builder = None
+        if build_status:
+            say("test.sh: the build failed (above), so the tests that need all of it did not run")
+    start_steps()
     now = time.monotonic()
     alive = {pid for meson in mesons for pid in children(meson.pid)}
     for pid in list(running):
@@ -178,17 +257,17 @@ while pending:
         else:
             say(f"      meson test: still working, nothing new for {now - last_news:.0f} s")
         last_said = now
-sys.exit(max(meson.wait() for meson in mesons))
+sys.exit(max([1 if build_status else 0] + [meson.wait() for meson in mesons]))
 PY
 }
 
 # count_results LOG...: the plain count of the results in meson's LOGs (build/meson-logs/*.json),
-# failing if any failed.
+# failing if any failed; a LOG that is not there (its meson test never started) counts nothing.
 count_results() {
   python3 - "$@" <<'PY'
-import json, sys
+import json, os, sys
 passed = failed = skipped = 0
-for path in sys.argv[1:]:
+for path in filter(os.path.exists, sys.argv[1:]):
     with open(path) as log:
         for line in log:
             result = json.loads(line)["result"]
@@ -224,14 +303,19 @@ if [ "$rounds" -eq 0 ]; then
   meson_status=0
   logs=build/meson-logs
   if [ $# -eq 0 ]; then
-    # Every test: the cluster tests (one at a time, on the one cluster) beside the others (one at a
-    # time too): the cluster tests spend much of their time waiting for SLURM, and the others
-    # keep the CPUs busy meanwhile. Each meson test writes its own log.
-    echo "test.sh: running the tests (two meson tests at once: the cluster suite, and the others)"
-    rm -f "$logs"/cluster.json "$logs"/others.json
-    run_tests --no-rebuild --suite cluster --num-processes 1 --logbase cluster \
-      --and --no-rebuild --no-suite cluster --num-processes 1 --logbase others || meson_status=$?
-    results=("$logs"/cluster.json "$logs"/others.json)
+    # Every test, in three lanes at once, each one test at a time: the cluster suite (on the one
+    # cluster), which spends most of its time waiting for SLURM, starts while the rest builds (its
+    # tests that install everything come last, once all is built); then the local integration
+    # tests, which train on one or two cores, beside the others (unit tests, the CUDA code under
+    # the sanitizers, fuzzing), which mostly use one. Each meson test writes its own log.
+    echo "test.sh: running the cluster suite while the rest builds, then the integration suite beside the others"
+    rm -f "$logs"/cluster.json "$logs"/cluster-installs.json "$logs"/integration.json "$logs"/others.json
+    run_tests --build --no-rebuild --suite cluster --no-suite installs --num-processes 1 --logbase cluster \
+      --then --after-build --no-rebuild --suite installs --no-suite integration --num-processes 1 --logbase cluster-installs \
+      --and --after-build --no-rebuild --suite integration --num-processes 1 --logbase integration \
+      --and --after-build --no-rebuild --no-suite cluster --no-suite integration --num-processes 1 --logbase others ||
+      meson_status=$?
+    results=("$logs"/cluster.json "$logs"/cluster-installs.json "$logs"/integration.json "$logs"/others.json)
   else
     echo "test.sh: running the tests (meson test)"
     run_tests "$@" || meson_status=$?

@@ -199,6 +199,9 @@ JobSpec parse_job_spec(const toml::table& root, const std::string& file) {
   job.cpus_per_rank = reader.integer("cpus_per_rank", job.cpus_per_rank, 1, kMaxCpusPerRank);
   job.gpus_per_node = reader.integer("gpus_per_node", job.gpus_per_node, 0, kMaxGpusPerNode);
   job.mem = optional_matching(reader, "mem", kMemory);
+  job.gpu_memory = optional_matching(reader, "gpu_memory", kMemory);
+  if (job.gpu_memory && job.gpus_per_node == 0)
+    reader.fail("gpu_memory", "states the memory of one of the job's GPUs, and job.gpus_per_node asks for none");
   job.time = parse_time(reader, job_table);
   job.signal = reader.choice("signal", {"TERM", "USR1", "USR2"}, job.signal);
   job.signal_grace = reader.integer("signal_grace", job.signal_grace, 1, kMaxSignalGraceSeconds);

@@ -31,6 +31,9 @@ struct JobSpec {
   int64_t cpus_per_rank = 1;
   int64_t gpus_per_node = 0;
   std::optional<std::string> mem;       // per node, SLURM syntax: 4000, 4000M, 16G
+  // The memory of one of the job's GPUs, as job.mem is written ("80G"): what validate, render and
+  // submit hold a rank's device memory to (cli/estimate/memory_estimate.h). SLURM is not told.
+  std::optional<std::string> gpu_memory;
   std::optional<std::string> time;      // SLURM syntax: "30", "1:00:00", "2-00:00:00"
   std::string signal = "TERM";          // TERM, USR1 or USR2
   int64_t signal_grace = 120;           // seconds before the end that the signal arrives
@@ -57,7 +60,7 @@ struct JobSpec {
 // Reads [job] of `root`; throws ConfigError (file:line:col, key, message).
 JobSpec parse_job_spec(const toml::table& root, const std::string& file);
 
-// The bytes of a job.mem value (as parse_job_spec accepts it): SLURM's units K, M (the default),
+// The bytes of a job.mem or job.gpu_memory value (as parse_job_spec accepts it): SLURM's units K, M (the default),
 // G and T are powers of 1024. Saturates at INT64_MAX.
 int64_t memory_bytes(std::string_view mem);
 

@@ -14,7 +14,9 @@
 //   ordered on the wrong stream shows; events order one stream after another; the legacy
 //   default stream waits for blocking streams; copies to pageable memory wait for their stream,
 //   to registered memory they are queued; ranges outside allocations are cudaErrorInvalidValue.
-//   Devices: as many as CUDA_VISIBLE_DEVICES names, up to its first entry that is no device.
+//   Devices: as many as CUDA_VISIBLE_DEVICES names, up to its first entry that is no device;
+//   each of TRAINCTL_CUDA_ON_CPU_MEMORY_MIB (80 GiB by default), a cudaMalloc past it
+//   cudaErrorMemoryAllocation.
 //   cuBLASLt: every transpose, padded leading dimensions, strided batches (stride 0 too), alpha
 //   and beta, C apart from D, bf16 operands, against a naive column-major product of small
 //   integers (exact in fp32, so bitwise); a pointer less aligned than its plan assumed, shapes
@@ -358,6 +360,28 @@ void test_devices() {
   cudaGetLastError();
   unsetenv("TRAINCTL_CUDA_ON_CPU_GPUS");
   unsetenv("CUDA_VISIBLE_DEVICES");
+}
+
+void test_device_memory() {
+  size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total) == cudaSuccess && total == size_t{80} << 30,
+        "without TRAINCTL_CUDA_ON_CPU_MEMORY_MIB, an H100's 80 GiB");
+  // Room for 1 MiB and more beside what the groups before hold.
+  const size_t held = total - free, mebibytes = held / (size_t{1} << 20) + 2;
+  setenv("TRAINCTL_CUDA_ON_CPU_MEMORY_MIB", std::to_string(mebibytes).c_str(), 1);
+  cudaDeviceProp properties{};
+  check(cudaGetDeviceProperties(&properties, 0) == cudaSuccess && properties.totalGlobalMem == mebibytes << 20 &&
+            cudaMemGetInfo(&free, &total) == cudaSuccess && total == mebibytes << 20 && free == total - held,
+        "TRAINCTL_CUDA_ON_CPU_MEMORY_MIB: totalGlobalMem and cudaMemGetInfo's total, free what is not held");
+  void *most = nullptr, *more = nullptr;
+  check(cudaMalloc(&most, free - 256) == cudaSuccess, "an allocation up to the device's memory");
+  check(cudaMalloc(&more, 512) == cudaErrorMemoryAllocation && more == nullptr &&
+            cudaGetLastError() == cudaErrorMemoryAllocation,
+        "one past it: cudaErrorMemoryAllocation, as on a GPU");
+  cudaFree(most);
+  check(cudaMalloc(&more, 512) == cudaSuccess, "the same allocation once memory was freed");
+  cudaFree(more);
+  unsetenv("TRAINCTL_CUDA_ON_CPU_MEMORY_MIB");
 }
 
 // --- cuBLASLt ----------------------------------------------------------------------------------
@@ -1014,6 +1038,7 @@ constexpr Group kGroups[] = {
     {"launches", test_launch_checks},
     {"streams", test_streams_and_copies},
     {"devices", test_devices},
+    {"device_memory", test_device_memory},
     {"cublaslt", test_cublaslt},
     {"epilogues", test_cublaslt_epilogues},
     {"epilogue_refusals", test_cublaslt_epilogue_refusals},

@@ -2,8 +2,8 @@
 // the CPU and on the CPU implementation of CUDA (TRAINCTL_CUDA_BACKEND, the backend's path, which
 // meson passes where it is built): it passes on a sound device; it fails naming the element where
 // the test hook changes the GEMM's output in the device's memory, by exactly what it changed; and
-// on CUDA it fails when the free memory is below the run's need, while the CPU, whose memory is the
-// host's, has none to check. Also what the ranks record for the batch script (common/
+// on CUDA it fails when the free memory (before the GEMM takes its workspace) is below the run's
+// need, while the CPU, whose memory is the host's, has none to check. Also what the ranks record for the batch script (common/
 // node_records.h): bad.nodes lines appended whole with their reasons on one line, rank.nodes/R,
 // TRAINCTL_NODE_CHECK_TIMEOUT and the test hook's list of nodes.
 #include <doctest/doctest.h>
@@ -69,6 +69,12 @@ TEST_CASE("the CPU implementation of CUDA passes, fails where hooked, and fails 
   }
   const Device& cuda = *trainctl::find_device("cuda");
   cuda.info.bind_local(0, 1);
+  // The memory is checked before the GEMM takes cuBLASLt's workspace, which the run's estimate
+  // counts: a run that needs all of the free memory passes.
+  const std::optional<int64_t> unused = cuda.info.free_memory_bytes();
+  REQUIRE(unused);
+  CHECK(check_device(cuda, {.needed_bytes = *unused}) == std::nullopt);
+  CHECK(*cuda.info.free_memory_bytes() < *unused);
   CHECK(check_device(cuda, {.needed_bytes = int64_t{1} << 30}) == std::nullopt);
   check_perturbed(check_device(cuda, {.needed_bytes = int64_t{1} << 30, .perturb_gemm = true}));
   // Its devices have an H100's 80 GiB, of which the table's own scratch holds a little.

@@ -1,7 +1,8 @@
 // Tests for GPT-2 (models/gpt2/gpt2.cpp) on the CPU reference ops, with a tiny model (2 layers, 2
 // heads, 8 wide, context 5, vocabulary 11, batches of 2): the gradient of every parameter
 // against central finite differences of the mean loss; the GPT2LMHeadModel state_dict layout
-// and its weight-decay groups; the layer_done slices (ln_f first, each block, wte and wpe last,
+// and its weight-decay groups; its layers (the blocks and ln_f; wte and wpe kept) and the
+// layouts model_layers refuses; the layer_done slices (ln_f first, each block, wte and wpe last,
 // every parameter once); activation recompute giving bitwise-equal gradients with less memory;
 // bf16 GEMMs near but not equal to fp32; next_token_logits against evaluate's token losses; and
 // GPT-2's deterministic init.
@@ -121,6 +122,48 @@ TEST_CASE("gpt2: the layout is GPT2LMHeadModel's state_dict without lm_head, dec
   CHECK(std::string(model.term_unit()) == "tokens");
   const double non_embedding = static_cast<double>(model.parameter_count() - kContext * c);
   CHECK(model.training_flops_per_term() == 6.0 * non_embedding + 12.0 * kLayers * c * kContext);
+}
+
+TEST_CASE("gpt2: the layers are the blocks, then ln_f; wte and wpe are kept, wte being the head too") {
+  const Gpt2 model = tiny_model();
+  for (const ParameterSlice& slice : model.parameter_layout()) {
+    CAPTURE(slice.name);
+    if (slice.name.starts_with("transformer.h."))
+      CHECK(slice.layer == std::stoi(slice.name.substr(std::strlen("transformer.h."))));
+    else if (slice.name.starts_with("transformer.ln_f."))
+      CHECK(slice.layer == kLayers);
+    else
+      CHECK(slice.layer == trainctl::kKeptLayer);
+  }
+  const trainctl::ModelLayers layers = trainctl::model_layers(model.parameter_layout());
+  REQUIRE(layers.layers.size() == kLayers + 1);
+  REQUIRE(layers.kept);
+  const int64_t c = kChannels, block = 12 * c * c + 13 * c, kept = (kPaddedVocab + kContext) * c;
+  CHECK(layers.kept->begin == 0);
+  CHECK(layers.kept->count() == kept);
+  for (int64_t b = 0; b < kLayers; ++b) {
+    CHECK(layers.layers[static_cast<size_t>(b)].begin == kept + b * block);
+    CHECK(layers.layers[static_cast<size_t>(b)].count() == block);
+  }
+  CHECK(layers.layers.back().count() == 2 * c);
+  CHECK(layers.layers.back().end == model.parameter_count());
+}
+
+TEST_CASE("model_layers refuses a layer out of order, one split by another, and a kept layer split") {
+  const auto layout = [](std::vector<int> layers) {
+    std::vector<ParameterSlice> slices;
+    for (size_t i = 0; i < layers.size(); ++i) slices.push_back({fmt::format("t{}", i), {2}, 0, 0, true, 0, layers[i]});
+    return trainctl::laid_out(slices);
+  };
+  const trainctl::ModelLayers fine = trainctl::model_layers(layout({-1, -1, 0, 0, 1}));
+  CHECK(fine.layers.size() == 2);
+  CHECK(fine.kept->count() == 4);
+  CHECK_THROWS_WITH_AS(trainctl::model_layers(layout({0, 2})),
+                       "t1 is in layer 2, after layer 0: layers are numbered from 0 in layout order", std::logic_error);
+  CHECK_THROWS_WITH_AS(trainctl::model_layers(layout({0, 1, 0})),
+                       "t2 is in layer 0, after layer 1: layers are numbered from 0 in layout order", std::logic_error);
+  CHECK_THROWS_WITH_AS(trainctl::model_layers(layout({-1, 0, -1})), "t2 is not adjacent to the rest of its layer -1",
+                       std::logic_error);
 }
 
 TEST_CASE("gpt2: layer_done reports ln_f first, then each block from the last, then wte and wpe, each once") {

@@ -72,7 +72,8 @@ void check_close(const Pair& actual, const std::array<double, 2>& expected) {
 // parameters after it.
 Pair step(Optimizer& optimizer, DevicePair& parameters, Pair gradient, double lr) {
   DevicePair device_gradient(gradient);
-  optimizer.step(parameters.buffer.get(), device_gradient.buffer.get(), {}, nullptr, 0, lr);
+  optimizer.step(parameters.buffer.get() + optimizer.begin(), device_gradient.buffer.get() + optimizer.begin(), {},
+                 nullptr, 0, lr);
   return parameters.get();
 }
 

@@ -1,9 +1,9 @@
 // trainctl estimate CONFIG [--measure N]: what a config's run needs before it waits in a queue.
 // Parameters, each rank's memory by component (estimate/memory_estimate.h: with and without recompute
-// where the model has it) and the training FLOPs per step, from the model registry's footprints
-// and the data files' headers. With --measure N, N steps timed on this machine, turned into the
-// run's expected duration, a job.time and a checkpoint interval. Warnings (exit 0): job.mem below
-// the estimate (which validate, render and submit refuse); measured, a signal_grace shorter than
+// where the model has it), a rank's model state under each train.zero side by side, and the
+// training FLOPs per step, from the model registry's footprints and the data files' headers. With --measure N, N steps timed on this machine, turned into the
+// run's expected duration, a job.time and a checkpoint interval. Warnings (exit 0): job.mem or
+// job.gpu_memory below the estimate (which validate, render and submit refuse); measured, a signal_grace shorter than
 // one step plus one checkpoint write.
 #include <sys/resource.h>
 
@@ -93,13 +93,57 @@ void print_estimate(const Config& config, const MemoryEstimate& estimate) {
                mib(mapped), config.job.ranks_per_node, mib(node_host_bytes(config.job, estimate.memory)));
   if (!estimate.data_read) fmt::print("data: the files were not read (--no-preflight); only one batch is counted.\n");
   if (run.train.device != "cpu")
-    fmt::print("train.device = \"{}\": weights, gradients, optimizer state and activations are its memory, the "
-               "rest ({} MiB) the host's; the device runtime's own memory is not counted.\n",
+    fmt::print("train.device = \"{}\": weights, gradients, optimizer state, activations and the GEMM workspace are "
+               "its memory, the rest ({} MiB) the host's; the device runtime's own memory is not counted.\n",
                run.train.device, mib(total_bytes(estimate.memory, [](const MemoryComponent& c) { return !c.device; })));
+}
+
+// A rank's model state and activations under each train.zero: what sharding saves, and what
+// its gathered and reduced layers' buffers cost.
+void print_zero_modes(const Config& config, const MemoryEstimate& estimate) {
+  const RunSpec& run = *config.run;
+  struct Row {
+    const char* name;
+    int64_t TrainingMemory::*bytes;
+  };
+  constexpr Row kRows[] = {
+      {"weights", &TrainingMemory::weights},
+      {"gradients", &TrainingMemory::gradients},
+      {"optimizer state", &TrainingMemory::optimizer_state},
+      {"weights' bf16 compute copy", &TrainingMemory::compute_copy},
+      {"gathered layers", &TrainingMemory::gathered_layers},
+      {"layers' gradients", &TrainingMemory::layer_gradients},
+      {"activations", &TrainingMemory::activations},
+      {"GEMM workspace (cuBLASLt)", &TrainingMemory::gemm_workspace},
+  };
+  fmt::print("\n{:<{}}", fmt::format("by train.zero, {} rank(s) (MiB)", config.job.world_size()), kMinNameWidth + 2);
+  for (int64_t zero = 0; zero < 4; ++zero)
+    fmt::print("{:>10}", fmt::format("zero {}{}", zero, zero == run.train.zero ? " *" : ""));
+  fmt::print("\n");
+  const auto row = [&](const char* name, const auto& bytes_of) {
+    fmt::print("  {:<{}}", name, kMinNameWidth);
+    for (const TrainingMemory& memory : estimate.by_zero) fmt::print("{:>10}", mib(bytes_of(memory)));
+    fmt::print("\n");
+  };
+  for (const Row& each : kRows)
+    if (std::any_of(estimate.by_zero.begin(), estimate.by_zero.end(),
+                    [&](const TrainingMemory& memory) { return memory.*each.bytes > 0; }))
+      row(each.name, [&](const TrainingMemory& memory) { return memory.*each.bytes; });
+  row("sum", [](const TrainingMemory& memory) { return memory.device_bytes(); });
+  fmt::print("* as configured; {}\n",
+             run.train.device == "cpu" ? "all of it host memory on the CPU"
+                                       : fmt::format("what a rank holds in train.device = \"{}\"'s memory{}",
+                                                     run.train.device,
+                                                     config.job.gpu_memory
+                                                         ? fmt::format(" (job.gpu_memory = {})", *config.job.gpu_memory)
+                                                         : ""));
 }
 
 void warn_about_memory(const Config& config, const MemoryEstimate& estimate) {
   if (const std::optional<ConfigError> refusal = job_mem_refusal(config.table, config.path, config.job, estimate))
+    fmt::print(stderr, "warning: {}; validate, render and submit refuse this config\n", refusal->what());
+  if (const std::optional<ConfigError> refusal =
+          gpu_memory_refusal(config.table, config.path, config.job, *config.run, estimate))
     fmt::print(stderr, "warning: {}; validate, render and submit refuse this config\n", refusal->what());
 }
 
@@ -316,6 +360,7 @@ void add_estimate_command(CLI::App& app) {
                                    options->config));
     const MemoryEstimate estimate = estimate_memory(config, !*no_preflight);
     print_estimate(config, estimate);
+    print_zero_modes(config, estimate);
     warn_about_memory(config, estimate);
     if (options->measure == 0) return;
     const Measurement measured = measure(config, options->measure);

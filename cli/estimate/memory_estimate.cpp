@@ -43,26 +43,45 @@ std::vector<MemoryComponent> memory_components(const RunSpec& run, const JobSpec
                                                const DataMemory& data, int64_t process_base) {
   const int64_t world = job.world_size();
   const TrainingMemory rank = training_memory(run.train, model, world);
+  // What ZeRO keeps a 1/world shard of: the optimizer state from 1 on, the gradients from 2, the
+  // weights at 3.
+  const auto shard_of = [&](const char* what, int64_t from_zero) {
+    if (run.train.zero < from_zero) return std::string(what);
+    return fmt::format("{} (ZeRO-{}: 1/{} of {})", what, run.train.zero, world, size_text(model.parameters * kFloat));
+  };
   std::string optimizer = run.train.optimizer == OptimizerKind::kAdamW ? "adamw: 2 moments" : "sgd: momentum";
-  // ZeRO-1 and sharded checkpoints split the flat state over the data-parallel ranks.
-  if (run.train.zero == 1)
-    optimizer += fmt::format("; ZeRO-1: 1/{} of {}", world, size_text(rank.optimizer_buffers * rank.weights));
+  if (run.train.zero > 0)
+    optimizer += fmt::format("; ZeRO-{}: 1/{} of {}", run.train.zero, world,
+                             size_text(rank.optimizer_buffers * model.parameters * kFloat));
   const bool gpu = run.train.device != "cpu";
   const MemoryComponent staging =
       run.checkpoint.sharded
           ? MemoryComponent{"checkpoint staging (a shard, every rank)", (1 + rank.optimizer_buffers) * rank.shard}
           : MemoryComponent{"checkpoint staging (rank 0)", rank.weights + rank.optimizer_state, false, true};
   std::vector<MemoryComponent> components{
-      {"weights", rank.weights, gpu},
-      {"gradients", rank.gradients, gpu},
+      {shard_of("weights", 3), rank.weights, gpu},
+      {shard_of("gradients", 2), rank.gradients, gpu},
       {fmt::format("optimizer state ({})", optimizer), rank.optimizer_state, gpu},
   };
   // precision = "bf16": the GEMMs' copy of the weights.
   if (rank.compute_copy > 0) components.push_back({"weights' bf16 compute copy", rank.compute_copy, gpu});
+  // ZeRO-2 and 3: the layers in turn (the largest's size each) and the kept layer.
+  const auto layers = [&](int64_t turns) {
+    return fmt::format("{} x {}{}", turns, size_text(model.largest_layer * kFloat),
+                       model.kept_layer > 0 ? fmt::format(" + kept {}", size_text(model.kept_layer * kFloat)) : "");
+  };
+  if (rank.gathered_layers > 0)
+    components.push_back({fmt::format("gathered layers ({}{})", layers(rank.layers_in_turn),
+                                      model.compute_copy_bytes > 0 ? ", fp32 and bf16" : ""),
+                          rank.gathered_layers, gpu});
+  if (rank.layer_gradients > 0)
+    components.push_back({fmt::format("layers' gradients ({})", layers(std::min<int64_t>(2, model.layers))),
+                          rank.layer_gradients, gpu});
   components.insert(components.end(),
                     {
                         {fmt::format("activations ({})", element_type_name(model.activation_type)),
                          rank.activations, gpu},
+                        {"GEMM workspace (cuBLASLt)", rank.gemm_workspace, gpu},
                         {"CPU kernel scratch", gpu ? 0 : model.cpu_scratch_bytes},
                         {"data", data.bytes},
                         {"data, mapped (once a node)", data.mapped_bytes, false, false, true},
@@ -96,6 +115,11 @@ class MemoryEstimator {
     const ModelFootprint other = kind.footprint(run.model, flipped);
     if (other.activation_bytes != estimate.model.activation_bytes)
       estimate.other_recompute = memory_components(run, job, other, data, process_base());
+    for (int64_t zero = 0; zero < 4; ++zero) {
+      TrainSpec train = run.train;
+      train.zero = zero;
+      estimate.by_zero[static_cast<size_t>(zero)] = training_memory(train, estimate.model, job.world_size());
+    }
     return estimate;
   }
 
@@ -184,14 +208,37 @@ std::optional<ConfigError> job_mem_refusal(const toml::table& config, const std:
                                  estimate.model.parameters, size_text(estimate.model.parameters * kFloat), file));
 }
 
+// A GPU's memory holds a rank's model state and activations; the rest is the host's.
+std::optional<ConfigError> gpu_memory_refusal(const toml::table& config, const std::string& file, const JobSpec& job,
+                                              const RunSpec& run, const MemoryEstimate& estimate) {
+  if (!job.gpu_memory || run.train.device == "cpu") return std::nullopt;
+  const int64_t limit = memory_bytes(*job.gpu_memory);
+  const auto needed = [&](int64_t zero) { return estimate.by_zero[static_cast<size_t>(zero)].device_bytes(); };
+  if (needed(run.train.zero) <= limit) return std::nullopt;
+  const std::string over = fmt::format(
+      "a rank needs {} of device memory with train.zero = {} on {} ranks, more than job.gpu_memory = {} ({}) holds",
+      size_text(needed(run.train.zero)), run.train.zero, job.world_size(), *job.gpu_memory, size_text(limit));
+  for (int64_t zero = run.train.zero + 1; zero < 4; ++zero)
+    if (needed(zero) <= limit)
+      return ConfigError(TableReader::child(config, "train", file).position("zero"), "train.zero",
+                         fmt::format("{}; with train.zero = {} it needs {} (`trainctl estimate {}` compares them)",
+                                     over, zero, size_text(needed(zero)), file));
+  return ConfigError(TableReader::child(config, "job", file).position("gpu_memory"), "job.gpu_memory",
+                     fmt::format("{}, and no train.zero fits ({} with zero = 3): more ranks, a smaller "
+                                 "train.micro_batch or train.recompute = true may (`trainctl estimate {}`)",
+                                 over, size_text(needed(3)), file));
+}
+
 void check_memory_fits(const Config& config, bool read_files) {
   if (config.program) return;
   MemoryEstimator estimator(read_files);
   const ConfigCheck check = [&](const toml::table& table) {
     const JobSpec job = parse_job_spec(table, config.path);
-    if (!job.mem) return;
+    if (!job.mem && !job.gpu_memory) return;
     const MemoryEstimate estimate = estimator.estimate(table, config.path);
     if (std::optional<ConfigError> refusal = job_mem_refusal(table, config.path, job, estimate)) throw *refusal;
+    const RunSpec run = parse_run_spec(table, config.path);
+    if (std::optional<ConfigError> refusal = gpu_memory_refusal(table, config.path, job, run, estimate)) throw *refusal;
   };
   if (!config.sweep) return check(config.table);
   for_each_task_config(config.table, *config.sweep, expand_sweep(*config.sweep), check,

@@ -1,9 +1,11 @@
 // The memory a config's run needs, worked out from the config and the data files' headers without
-// building anything: each rank's by component, and the host memory of a node, which job.mem
-// limits. `trainctl estimate` shows it; validate, render and submit refuse a config whose job.mem
-// is below it, so that a run that cannot fit is stopped before it waits in a queue.
+// building anything: each rank's by component, the host memory of a node, which job.mem limits,
+// and a rank's device memory under each train.zero, which job.gpu_memory limits. `trainctl
+// estimate` shows it; validate, render and submit refuse a config whose job.mem or
+// job.gpu_memory is below it, so that a run that cannot fit is stopped before it waits in a queue.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -12,6 +14,7 @@
 #include "config_file.h"
 #include "config_reader.h"
 #include "registry.h"
+#include "training_memory.h"
 
 namespace trainctl {
 
@@ -33,6 +36,8 @@ struct MemoryEstimate {
   std::vector<MemoryComponent> memory;  // one rank's
   std::optional<std::vector<MemoryComponent>> other_recompute;  // the same run with recompute flipped
   bool data_read = true;  // false: the data files were not opened, only one batch is counted
+  // A rank's model state and activations with train.zero = 0, 1, 2 and 3, the rest as configured.
+  std::array<TrainingMemory, 4> by_zero{};
 };
 
 // The estimate of `config`, a training run (not a [program], not a [sweep]); with `read_files`,
@@ -52,9 +57,15 @@ int64_t node_host_bytes(const JobSpec& job, const std::vector<MemoryComponent>& 
 std::optional<ConfigError> job_mem_refusal(const toml::table& config, const std::string& file, const JobSpec& job,
                                            const MemoryEstimate& estimate);
 
-// Throws job_mem_refusal's error for `config`, or for a [sweep] the first task's that has one
-// (reported at [sweep], naming the task). Nothing for a [program], whose model trainctl cannot
-// see, or without job.mem. `read_files` as for estimate_memory.
+// With train.device a GPU, the ConfigError when job.gpu_memory is set and a rank's device memory
+// (estimate.by_zero's as configured) is more: at train.zero, naming the smallest zero that fits,
+// or at job.gpu_memory when none does. nullopt when it fits.
+std::optional<ConfigError> gpu_memory_refusal(const toml::table& config, const std::string& file, const JobSpec& job,
+                                              const RunSpec& run, const MemoryEstimate& estimate);
+
+// Throws job_mem_refusal's or gpu_memory_refusal's error for `config`, or for a [sweep] the first
+// task's that has one (reported at [sweep], naming the task). Nothing for a [program], whose model
+// trainctl cannot see, or without job.mem and job.gpu_memory. `read_files` as for estimate_memory.
 void check_memory_fits(const Config& config, bool read_files);
 
 }  // namespace trainctl

@@ -26,8 +26,7 @@ namespace trainctl::cuda_kernels {
 
 namespace {
 
-// cuBLASLt's workspace: room for the split-K and stream-K algorithms the heuristic may choose.
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+constexpr auto kWorkspaceBytes = static_cast<size_t>(kGpuGemmWorkspaceBytes);
 
 // A matrix as stored, row-major: rows x cols (op(X) transposed, when the GEMM transposes X), row
 // stride ld, and in a batch, `stride` elements from one matrix to the next.

@@ -30,7 +30,8 @@ constexpr size_t kWte = 0, kWpe = 1, kFirstBlock = 2;
 // would leave a ragged last tile.
 constexpr int64_t kVocabRowMultiple = 128;
 
-// GPT2LMHeadModel's tensors in state_dict order (Conv1D weights [in, out]), without lm_head.
+// GPT2LMHeadModel's tensors in state_dict order (Conv1D weights [in, out]), without lm_head. The
+// layers: the embeddings, kept (wte is the head too), each block, then ln_f.
 std::vector<ParameterSlice> gpt2_tensors(const Gpt2Spec& spec) {
   const int64_t channels = spec.n_embd;
   const std::vector<int64_t> block_shapes[] = {
@@ -45,11 +46,15 @@ std::vector<ParameterSlice> gpt2_tensors(const Gpt2Spec& spec) {
   add("transformer.wte.weight", {spec.vocab_size, channels});
   tensors.back().padding = (gpt2_padded_vocab(spec) - spec.vocab_size) * channels;
   add("transformer.wpe.weight", {spec.block_size, channels});
+  for (ParameterSlice& embedding : tensors) embedding.layer = kKeptLayer;
   for (int64_t block = 0; block < spec.n_layer; ++block)
-    for (size_t tensor = 0; tensor < std::size(block_shapes); ++tensor)
+    for (size_t tensor = 0; tensor < std::size(block_shapes); ++tensor) {
       add(fmt::format("transformer.h.{}.{}", block, kBlockTensorNames[tensor]), block_shapes[tensor]);
+      tensors.back().layer = static_cast<int>(block);
+    }
   add("transformer.ln_f.weight", {channels});
   add("transformer.ln_f.bias", {channels});
+  tensors.end()[-2].layer = tensors.end()[-1].layer = static_cast<int>(spec.n_layer);
   return tensors;
 }
 
@@ -140,7 +145,7 @@ int64_t gpt2_padded_vocab(const Gpt2Spec& spec) {
 }
 
 Gpt2::Gpt2(const Gpt2Spec& spec, const Device& device, const ModelOptions& options)
-    : LanguageModel(device, options.stream, options.precision),
+    : LanguageModel(device, options),
       spec_(spec),
       options_(options),
       norm_(device.norm.value()),
@@ -190,19 +195,20 @@ Gpt2::Shape Gpt2::load_batch(const Batch& batch) {
 
 void Gpt2::forward(Shape shape) {
   Buffers& buffers = *buffers_;
-  compute_ = compute_parameters();
   const std::vector<ParameterSlice>& layout = parameter_layout();
-  embedding_.embedding_forward(stream_, buffers.residuals[0].get(), buffers.tokens.get(),
-                               parameter_values() + layout[kWte].offset, parameter_values() + layout[kWpe].offset, shape.batch,
-                               shape.seq, spec_.n_embd);
-  for (int64_t block = 0; block < spec_.n_layer; ++block) block_forward(block, shape, true);
+  enter_layer(kKeptLayer, Pass::kForward);
+  embedding_.embedding_forward(stream_, buffers.residuals[0].get(), buffers.tokens.get(), weights_of(layout[kWte]),
+                               weights_of(layout[kWpe]), shape.batch, shape.seq, spec_.n_embd);
+  for (int64_t block = 0; block < spec_.n_layer; ++block) {
+    enter_layer(static_cast<int>(block), Pass::kForward);
+    block_forward(block, shape, true);
+  }
   // ln_f, with the last MLP's residual add.
-  const ParameterSlice& ln_f_weight = layout[layout.size() - 2];
-  const ParameterSlice& ln_f_bias = layout[layout.size() - 1];
+  enter_layer(ln_f_layer(), Pass::kForward);
   norm_.layernorm_forward(stream_, buffers.ln_f.get(), buffers.ln_f_mean.get(), buffers.ln_f_rstd.get(),
                           buffers.of(spec_.n_layer - 1, options_.recompute).residual.get(), buffers.branch.get(),
-                          buffers.residuals.back().get(), parameter_values() + ln_f_weight.offset,
-                          parameter_values() + ln_f_bias.offset, shape.rows(), spec_.n_embd, kLayerNormEps);
+                          buffers.residuals.back().get(), weights_of(layout.end()[-2]), weights_of(layout.end()[-1]),
+                          shape.rows(), spec_.n_embd, kLayerNormEps);
 }
 
 void Gpt2::block_forward(int64_t block, Shape shape, bool write_output) {
@@ -303,7 +309,7 @@ void Gpt2::lm_head_and_loss(Shape shape, std::optional<float> grad_scale, BatchR
   // Over the padded vocabulary: its zero rows give logits the loss skips.
   const int64_t padded_vocab = gpt2_padded_vocab(spec_);
   run(matmul(false, true, shape.rows(), padded_vocab, spec_.n_embd, buffers.ln_f.get(),
-             compute_ + parameter_layout()[kWte].offset, false, buffers.logits.get()));
+             compute_weights_of(parameter_layout()[kWte]), false, buffers.logits.get()));
   device_.loss.softmax_cross_entropy(stream_, buffers.logits.get(), buffers.targets.get(), shape.rows(),
                                      spec_.vocab_size, padded_vocab, grad_scale, &totals->loss_sum, &totals->correct);
 }
@@ -317,40 +323,35 @@ void Gpt2::forward_backward_into(const Batch& batch, float grad_scale, BatchResu
 
   const std::vector<ParameterSlice>& layout = parameter_layout();
   const int64_t rows = shape.rows(), channels = spec_.n_embd, vocab = gpt2_padded_vocab(spec_);
-  auto report = [&layer_done](int64_t offset, int64_t count) {
-    if (layer_done) layer_done(offset, count);
-  };
   // The tied head: logits = ln_f wte^T, so wte's gradient gets ln_f^T-weighted logit gradients
   // here and the embedding's below. Over the padded rows too, whose logit gradients are 0: their
   // gradient stays exactly 0.
   const ParameterSlice& wte = layout[kWte];
   const TypedPtr grad_logits = buffers.logits.get();
-  run(matmul(true, false, vocab, channels, rows, grad_logits, buffers.ln_f.get(), true, gradients() + wte.offset));
-  run(matmul(false, false, rows, channels, vocab, grad_logits, compute_ + wte.offset, false,
+  run(matmul(true, false, vocab, channels, rows, grad_logits, buffers.ln_f.get(), true, gradient_of(wte)));
+  run(matmul(false, false, rows, channels, vocab, grad_logits, compute_weights_of(wte), false,
              buffers.grad_normed.get()));
-  const ParameterSlice& ln_f_weight = layout[layout.size() - 2];
-  const ParameterSlice& ln_f_bias = layout[layout.size() - 1];
+  const ParameterSlice& ln_f_weight = layout.end()[-2];
+  const ParameterSlice& ln_f_bias = layout.end()[-1];
+  enter_layer(ln_f_layer(), Pass::kBackward);
   device_.memory.fill_zero(stream_, buffers.grad_residual.get(), static_cast<size_t>(rows * channels) * sizeof(float));
   norm_.layernorm_backward(stream_, buffers.grad_residual.get(), buffers.grad_residual_copy.get(),
-                           gradients() + ln_f_weight.offset, gradients() + ln_f_bias.offset,
-                           buffers.grad_normed.get(), buffers.residuals.back().get(),
-                           parameter_values() + ln_f_weight.offset, buffers.ln_f_mean.get(), buffers.ln_f_rstd.get(), rows,
-                           channels);
-  report(ln_f_weight.offset, ln_f_weight.count + ln_f_bias.count);
+                           gradient_of(ln_f_weight), gradient_of(ln_f_bias), buffers.grad_normed.get(),
+                           buffers.residuals.back().get(), weights_of(ln_f_weight), buffers.ln_f_mean.get(),
+                           buffers.ln_f_rstd.get(), rows, channels);
+  layer_gradients_done(ln_f_layer(), layer_done);
 
   for (int64_t block = spec_.n_layer - 1; block >= 0; --block) {
+    enter_layer(static_cast<int>(block), Pass::kBackward);
     // The shared scratch still holds the last block's activations from the forward pass.
     if (options_.recompute && block != spec_.n_layer - 1) block_forward(block, shape, false);
     block_backward(block, shape);
-    const ParameterSlice& first = slice(block, kLn1Weight);
-    const ParameterSlice& last = slice(block, kFcProjBias);
-    report(first.offset, last.offset + last.count - first.offset);
+    layer_gradients_done(static_cast<int>(block), layer_done);
   }
 
-  const ParameterSlice& wpe = layout[kWpe];
-  embedding_.embedding_backward(stream_, gradients() + wte.offset, gradients() + wpe.offset,
-                                buffers.grad_residual.get(), buffers.tokens.get(), shape.batch, shape.seq, channels);
-  report(wte.offset, wpe.offset + wpe.count - wte.offset);
+  embedding_.embedding_backward(stream_, gradient_of(wte), gradient_of(layout[kWpe]), buffers.grad_residual.get(),
+                                buffers.tokens.get(), shape.batch, shape.seq, channels);
+  layer_gradients_done(kKeptLayer, layer_done);
 }
 
 void Gpt2::evaluate_into(const Batch& batch, BatchResult* totals) {
@@ -367,7 +368,7 @@ void Gpt2::next_token_logits(const int32_t* tokens, int64_t length, float* logit
   forward({1, length});
   // Only the last position's logits are wanted: a [1, C] x [C, V] product.
   const TypedPtr last = buffers.ln_f.get() + (length - 1) * spec_.n_embd;
-  run(matmul(false, true, 1, gpt2_padded_vocab(spec_), spec_.n_embd, last, compute_ + parameter_layout()[kWte].offset,
+  run(matmul(false, true, 1, gpt2_padded_vocab(spec_), spec_.n_embd, last, compute_weights_of(parameter_layout()[kWte]),
              false, buffers.logits.get()));
   download_logits(device_, stream_, buffers.logits.get(), spec_.vocab_size, logits);
 }

@@ -71,13 +71,13 @@ class Gpt2 : public LanguageModel {
     return {shape.batch, shape.seq, spec_.n_head, spec_.n_head, spec_.n_embd / spec_.n_head};
   }
 
-  const float* parameter(int64_t block, BlockTensor tensor) const {
-    return parameter_values() + slice(block, tensor).offset;
-  }
+  const float* parameter(int64_t block, BlockTensor tensor) { return weights_of(slice(block, tensor)); }
   // The tensor as the GEMMs read it (the compute copy in bf16).
-  ConstTypedPtr compute(int64_t block, BlockTensor tensor) { return compute_ + slice(block, tensor).offset; }
-  float* gradient(int64_t block, BlockTensor tensor) { return gradients() + slice(block, tensor).offset; }
+  ConstTypedPtr compute(int64_t block, BlockTensor tensor) { return compute_weights_of(slice(block, tensor)); }
+  float* gradient(int64_t block, BlockTensor tensor) { return gradient_of(slice(block, tensor)); }
   const ParameterSlice& slice(int64_t block, BlockTensor tensor) const;
+  // ln_f's layer, after the blocks'.
+  int ln_f_layer() const { return static_cast<int>(spec_.n_layer); }
 
   // C = A B (+ C when accumulate), A [m, k] or stored [k, m] when transpose_a, likewise B; with
   // `epilogue` filled in by the caller where it has one.
@@ -103,7 +103,6 @@ class Gpt2 : public LanguageModel {
   const NormOps& norm_;
   const EmbeddingOps& embedding_;
   const AttentionOps& attention_;
-  ConstTypedPtr compute_;  // this step's compute parameters (set by forward)
   std::unique_ptr<Buffers> buffers_;
 };
 std::unique_ptr<Model> make_gpt2(const ModelSpec& spec, const Device& device, const ModelOptions& options);

@@ -26,11 +26,17 @@ constexpr const char* kLlamaBlockTensorNames[] = {
 // Layout indices: the embedding, then the blocks, then the final norm and, untied, the LM head.
 constexpr size_t kLlamaFirstBlock = 1;
 
+// The first block's layer (ParameterSlice::layer): 0 where the tied embedding is kept, else 1,
+// after the embedding's.
+int llama_first_block_layer(const LlamaSpec& spec) { return spec.tie_embeddings ? 0 : 1; }
+
 // The width of the query heads, and of the queries, keys and values side by side (qkv's row).
 int64_t query_width(const LlamaSpec& spec) { return spec.n_head * spec.head_dim; }
 int64_t qkv_width(const LlamaSpec& spec) { return (spec.n_head + 2 * spec.n_kv_head) * spec.head_dim; }
 
-// LlamaForCausalLM's tensors in state_dict order (nn.Linear weights [out, in]).
+// LlamaForCausalLM's tensors in state_dict order (nn.Linear weights [out, in]). The layers: the
+// embedding (kept when tied, being the head too; else the first layer), each block, then the
+// final norm with the untied head.
 std::vector<ParameterSlice> llama_tensors(const LlamaSpec& spec) {
   const int64_t channels = spec.n_embd, kv_width = spec.n_kv_head * spec.head_dim, mlp = spec.intermediate_size;
   const std::vector<int64_t> block_shapes[] = {
@@ -43,12 +49,18 @@ std::vector<ParameterSlice> llama_tensors(const LlamaSpec& spec) {
     const bool decay = shape.size() == 2;
     tensors.push_back({std::move(name), std::move(shape), 0, 0, decay});
   };
+  const int first_block = llama_first_block_layer(spec);
   add("model.embed_tokens.weight", {spec.vocab_size, channels});
+  tensors.back().layer = spec.tie_embeddings ? kKeptLayer : 0;
   for (int64_t block = 0; block < spec.n_layer; ++block)
-    for (size_t tensor = 0; tensor < std::size(block_shapes); ++tensor)
+    for (size_t tensor = 0; tensor < std::size(block_shapes); ++tensor) {
       add(fmt::format("model.layers.{}.{}", block, kLlamaBlockTensorNames[tensor]), block_shapes[tensor]);
+      tensors.back().layer = first_block + static_cast<int>(block);
+    }
   add("model.norm.weight", {channels});
   if (!spec.tie_embeddings) add("lm_head.weight", {spec.vocab_size, channels});
+  for (size_t i = kLlamaFirstBlock + static_cast<size_t>(spec.n_layer) * std::size(block_shapes); i < tensors.size(); ++i)
+    tensors[i].layer = first_block + static_cast<int>(spec.n_layer);
   return tensors;
 }
 
@@ -186,7 +198,7 @@ Llama::Buffers Llama::plan_buffers(const LlamaSpec& spec, const ModelOptions& op
 }
 
 Llama::Llama(const LlamaSpec& spec, const Device& device, const ModelOptions& options)
-    : LanguageModel(device, options.stream, options.precision),
+    : LanguageModel(device, options),
       spec_(spec),
       options_(options),
       norm_(device.norm.value()),
@@ -248,15 +260,19 @@ Llama::Shape Llama::load_batch(const Batch& batch) {
 
 void Llama::forward(Shape shape) {
   Buffers& buffers = *buffers_;
-  compute_ = compute_parameters();
-  embedding_.embedding_forward(stream_, buffers.residuals[0].get(), buffers.tokens.get(),
-                               parameter_values() + embedding().offset, nullptr, shape.batch, shape.seq, spec_.n_embd);
-  for (int64_t block = 0; block < spec_.n_layer; ++block) block_forward(block, shape, true);
+  enter_layer(embedding().layer, Pass::kForward);
+  embedding_.embedding_forward(stream_, buffers.residuals[0].get(), buffers.tokens.get(), weights_of(embedding()),
+                               nullptr, shape.batch, shape.seq, spec_.n_embd);
+  for (int64_t block = 0; block < spec_.n_layer; ++block) {
+    enter_layer(block_layer(block), Pass::kForward);
+    block_forward(block, shape, true);
+  }
   // The final norm, with the last MLP's residual add.
+  enter_layer(final_norm().layer, Pass::kForward);
   norm_.rmsnorm_forward(stream_, buffers.final_norm.get(), buffers.final_rstd.get(),
                         buffers.of(spec_.n_layer - 1, options_.recompute).residual.get(), buffers.branch.get(),
-                        buffers.residuals.back().get(), parameter_values() + final_norm().offset, shape.rows(),
-                        spec_.n_embd, static_cast<float>(spec_.rms_norm_eps));
+                        buffers.residuals.back().get(), weights_of(final_norm()), shape.rows(), spec_.n_embd,
+                        static_cast<float>(spec_.rms_norm_eps));
 }
 
 void Llama::block_forward(int64_t block, Shape shape, bool write_output) {
@@ -333,7 +349,7 @@ void Llama::block_backward(int64_t block, Shape shape) {
 void Llama::lm_head_and_loss(Shape shape, std::optional<float> grad_scale, BatchResult* totals) {
   Buffers& buffers = *buffers_;
   matmul(false, true, shape.rows(), spec_.vocab_size, spec_.n_embd, buffers.final_norm.get(),
-         compute_ + lm_head().offset, false, buffers.logits.get());
+         compute_weights_of(lm_head()), false, buffers.logits.get());
   device_.loss.softmax_cross_entropy(stream_, buffers.logits.get(), buffers.targets.get(), shape.rows(),
                                      spec_.vocab_size, spec_.vocab_size, grad_scale, &totals->loss_sum,
                                      &totals->correct);
@@ -347,36 +363,33 @@ void Llama::forward_backward_into(const Batch& batch, float grad_scale, BatchRes
   lm_head_and_loss(shape, grad_scale, totals);
 
   const int64_t rows = shape.rows(), channels = spec_.n_embd, vocab = spec_.vocab_size;
-  auto report = [&layer_done](int64_t offset, int64_t count) {
-    if (layer_done) layer_done(offset, count);
-  };
+  // The final norm's layer, which holds the untied head too.
+  enter_layer(final_norm().layer, Pass::kBackward);
   // The head: logits = final_norm head^T. Tied, the embedding's gradient gets its share here and
   // the lookup's below.
   const TypedPtr grad_logits = buffers.logits.get();
-  matmul(true, false, vocab, channels, rows, grad_logits, buffers.final_norm.get(), true,
-         gradients() + lm_head().offset);
-  matmul(false, false, rows, channels, vocab, grad_logits, compute_ + lm_head().offset, false,
+  matmul(true, false, vocab, channels, rows, grad_logits, buffers.final_norm.get(), true, gradient_of(lm_head()));
+  matmul(false, false, rows, channels, vocab, grad_logits, compute_weights_of(lm_head()), false,
          buffers.grad_normed.get());
   device_.memory.fill_zero(stream_, buffers.grad_residual.get(), static_cast<size_t>(rows * channels) * sizeof(float));
   norm_.rmsnorm_backward(stream_, buffers.grad_residual.get(), buffers.grad_residual_copy.get(),
-                         gradients() + final_norm().offset, buffers.grad_normed.get(), buffers.residuals.back().get(),
-                         parameter_values() + final_norm().offset, buffers.final_rstd.get(), rows, channels);
-  // The final norm and the untied head, adjacent at the end of the layout.
-  const ParameterSlice& last = parameter_layout().back();
-  report(final_norm().offset, last.offset + last.count - final_norm().offset);
+                         gradient_of(final_norm()), buffers.grad_normed.get(), buffers.residuals.back().get(),
+                         weights_of(final_norm()), buffers.final_rstd.get(), rows, channels);
+  layer_gradients_done(final_norm().layer, layer_done);
 
   for (int64_t block = spec_.n_layer - 1; block >= 0; --block) {
+    enter_layer(block_layer(block), Pass::kBackward);
     // The shared scratch still holds the last block's activations from the forward pass.
     if (options_.recompute && block != spec_.n_layer - 1) block_forward(block, shape, false);
     block_backward(block, shape);
-    const ParameterSlice& first = slice(block, kQProj);
-    const ParameterSlice& end = slice(block, kPostNorm);
-    report(first.offset, end.offset + end.count - first.offset);
+    layer_gradients_done(block_layer(block), layer_done);
   }
 
-  embedding_.embedding_backward(stream_, gradients() + embedding().offset, nullptr, buffers.grad_residual.get(),
+  // Untied, the embedding is a layer of its own: entered for its gradients.
+  if (embedding().layer != kKeptLayer) enter_layer(embedding().layer, Pass::kBackward);
+  embedding_.embedding_backward(stream_, gradient_of(embedding()), nullptr, buffers.grad_residual.get(),
                                 buffers.tokens.get(), shape.batch, shape.seq, channels);
-  report(embedding().offset, embedding().count);
+  layer_gradients_done(embedding().layer, layer_done);
 }
 
 void Llama::evaluate_into(const Batch& batch, BatchResult* totals) {
@@ -393,7 +406,7 @@ void Llama::next_token_logits(const int32_t* tokens, int64_t length, float* logi
   forward({1, length});
   // Only the last position's logits are wanted: a [1, C] x [C, V] product.
   const TypedPtr last = buffers.final_norm.get() + (length - 1) * spec_.n_embd;
-  matmul(false, true, 1, spec_.vocab_size, spec_.n_embd, last, compute_ + lm_head().offset, false,
+  matmul(false, true, 1, spec_.vocab_size, spec_.n_embd, last, compute_weights_of(lm_head()), false,
          buffers.logits.get());
   download_logits(device_, stream_, buffers.logits.get(), spec_.vocab_size, logits);
 }

@@ -70,12 +70,11 @@ class Llama : public LanguageModel {
   };
 
   const ParameterSlice& slice(int64_t block, BlockTensor tensor) const;
-  const float* parameter(int64_t block, BlockTensor tensor) const {
-    return parameter_values() + slice(block, tensor).offset;
-  }
+  const float* parameter(int64_t block, BlockTensor tensor) { return weights_of(slice(block, tensor)); }
   // The tensor as the GEMMs read it (the compute copy in bf16).
-  ConstTypedPtr compute(int64_t block, BlockTensor tensor) { return compute_ + slice(block, tensor).offset; }
-  float* gradient(int64_t block, BlockTensor tensor) { return gradients() + slice(block, tensor).offset; }
+  ConstTypedPtr compute(int64_t block, BlockTensor tensor) { return compute_weights_of(slice(block, tensor)); }
+  float* gradient(int64_t block, BlockTensor tensor) { return gradient_of(slice(block, tensor)); }
+  int block_layer(int64_t block) const { return slice(block, kQProj).layer; }
   // The embedding, the final norm, and the LM head (the embedding when tied).
   const ParameterSlice& embedding() const { return parameter_layout().front(); }
   const ParameterSlice& final_norm() const;
@@ -105,7 +104,6 @@ class Llama : public LanguageModel {
   const EmbeddingOps& embedding_;
   const AttentionOps& attention_;
   const RopeOps& rope_;
-  ConstTypedPtr compute_;  // this step's compute parameters (set by forward)
   std::unique_ptr<Buffers> buffers_;
 };
 

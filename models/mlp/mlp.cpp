@@ -13,12 +13,14 @@ namespace {
 
 // The Linears' tensors as the Sequential's state_dict has them: "0.weight" [out, in], "0.bias",
 // "2.weight", ... (an activation module sits between two Linears, so Linear i is at index 2i).
+// Each Linear is a layer.
 std::vector<ParameterSlice> linear_tensors(const std::vector<int64_t>& widths) {
   std::vector<ParameterSlice> tensors;
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
     const std::string prefix = std::to_string(2 * i);
     tensors.push_back({prefix + ".weight", {widths[i + 1], widths[i]}});
     tensors.push_back({prefix + ".bias", {widths[i + 1]}});
+    tensors.end()[-2].layer = tensors.end()[-1].layer = static_cast<int>(i);
   }
   return tensors;
 }
@@ -50,7 +52,7 @@ Mlp::Buffers Mlp::plan_buffers(const MlpSpec& spec, const ModelOptions& options,
 }
 
 Mlp::Mlp(const MlpSpec& spec, const Device& device, const ModelOptions& options)
-    : Model(device, options.stream, options.precision), max_rows_(options.max_examples) {
+    : Model(device, options), max_rows_(options.max_examples) {
   const std::vector<int64_t> widths = spec.widths();
   set_layout(linear_tensors(widths));
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
@@ -58,8 +60,8 @@ Mlp::Mlp(const MlpSpec& spec, const Device& device, const ModelOptions& options)
     layer.in = widths[i];
     layer.out = widths[i + 1];
     layer.activation = i + 2 < widths.size() ? spec.activation : Activation::kNone;
-    layer.weight_offset = parameter_layout()[2 * i].offset;
-    layer.bias_offset = parameter_layout()[2 * i + 1].offset;
+    layer.weight = &parameter_layout()[2 * i];
+    layer.bias = &parameter_layout()[2 * i + 1];
     layers_.push_back(layer);
   }
   BufferPlan plan(&device, activation_type());
@@ -71,8 +73,8 @@ void Mlp::init_parameters(uint64_t seed) {
   std::vector<float> host(static_cast<size_t>(parameter_count()));
   for (const Layer& layer : layers_) {
     const float bound = 1.0f / std::sqrt(static_cast<float>(layer.in));
-    for (int64_t i = 0; i < layer.out * layer.in; ++i) host[static_cast<size_t>(layer.weight_offset + i)] = rng.uniform(-bound, bound);
-    for (int64_t i = 0; i < layer.out; ++i) host[static_cast<size_t>(layer.bias_offset + i)] = rng.uniform(-bound, bound);
+    for (int64_t i = 0; i < layer.out * layer.in; ++i) host[static_cast<size_t>(layer.weight->offset + i)] = rng.uniform(-bound, bound);
+    for (int64_t i = 0; i < layer.out; ++i) host[static_cast<size_t>(layer.bias->offset + i)] = rng.uniform(-bound, bound);
   }
   upload_parameters(host);
 }
@@ -85,15 +87,15 @@ TypedPtr Mlp::output_of(size_t layer) {
 }
 
 TypedPtr Mlp::forward(int64_t rows) {
-  const ConstTypedPtr compute = compute_parameters();
   ConstTypedPtr input = buffers_.input.get();
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
     const TypedPtr z = buffers_.pre_activations[i].get();
+    enter_layer(static_cast<int>(i), Pass::kForward);
     // z[rows, out] = input[rows, in] W^T + b, W stored [out, in] as in PyTorch.
-    Gemm gemm = dense_gemm(false, true, rows, layer.out, layer.in, 1.0f, input, compute + layer.weight_offset, 0.0f, z);
+    Gemm gemm = dense_gemm(false, true, rows, layer.out, layer.in, 1.0f, input, compute_weights_of(*layer.weight), 0.0f, z);
     gemm.epilogue = Epilogue::kBias;
-    gemm.bias = compute + layer.bias_offset;
+    gemm.bias = compute_weights_of(*layer.bias);
     device_.blas.gemm(stream_, gemm);
     if (layer.activation != Activation::kNone)
       device_.elementwise.activation_forward(stream_, buffers_.activations[i].get(), z, rows * layer.out,
@@ -128,10 +130,10 @@ void Mlp::forward_backward_into(const Batch& batch, float grad_scale, BatchResul
   TypedPtr grad_output = forward(rows);
   device_.loss.softmax_cross_entropy(stream_, grad_output, buffers_.labels.get(), rows, layers_.back().out,
                                      layers_.back().out, grad_scale, &totals->loss_sum, &totals->correct);
-  const ConstTypedPtr compute = compute_parameters();
   TypedPtr grad_input = buffers_.grad_a.get(), spare = buffers_.grad_b.get();
   for (size_t i = layers_.size(); i-- > 0;) {
     const Layer& layer = layers_[i];
+    enter_layer(static_cast<int>(i), Pass::kBackward);
     // grad_output holds dL/d(activation); turn it into dL/dz in place (dL/dz = dL/da * act'(z)).
     if (layer.activation != Activation::kNone)
       device_.elementwise.activation_backward(stream_, grad_output, grad_output, buffers_.pre_activations[i].get(),
@@ -139,16 +141,15 @@ void Mlp::forward_backward_into(const Batch& batch, float grad_scale, BatchResul
     const ConstTypedPtr layer_input = i == 0 ? ConstTypedPtr(buffers_.input.get()) : ConstTypedPtr(output_of(i - 1));
     // dW[out, in] += dz^T[out, rows] input[rows, in], and db[out] += the column sums of dz.
     Gemm weight_gradient = dense_gemm(true, false, layer.out, layer.in, rows, 1.0f, grad_output, layer_input, 1.0f,
-                                      gradients() + layer.weight_offset);
+                                      gradient_of(*layer.weight));
     weight_gradient.epilogue = Epilogue::kBiasGradA;
-    weight_gradient.bias_grad = gradients() + layer.bias_offset;
+    weight_gradient.bias_grad = gradient_of(*layer.bias);
     device_.blas.gemm(stream_, weight_gradient);
-    // The bias follows the weight in the buffer, so the layer is one slice.
-    if (layer_done) layer_done(layer.weight_offset, layer.bias_offset + layer.out - layer.weight_offset);
+    layer_gradients_done(static_cast<int>(i), layer_done);
     if (i == 0) break;
     // d(input)[rows, in] = dz[rows, out] W[out, in]
     device_.blas.gemm(stream_, dense_gemm(false, false, rows, layer.in, layer.out, 1.0f, grad_output,
-                                          compute + layer.weight_offset, 0.0f, grad_input));
+                                          compute_weights_of(*layer.weight), 0.0f, grad_input));
     grad_output = grad_input;
     std::swap(grad_input, spare);
   }

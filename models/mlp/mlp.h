@@ -40,7 +40,8 @@ class Mlp : public Model {
  private:
   struct Layer {
     int64_t in = 0, out = 0;
-    int64_t weight_offset = 0, bias_offset = 0;
+    const ParameterSlice* weight = nullptr;  // in parameter_layout()
+    const ParameterSlice* bias = nullptr;
     Activation activation = Activation::kNone;
   };
   // Copies the batch to the device; throws std::logic_error beyond max_rows.

@@ -25,15 +25,20 @@ expect_error 2 "trainctl: typo.toml:$line:7: train.lrr: unknown key (did you mea
 expect_error 2 "trainctl: typo.toml:$line:7: train.lrr: unknown key (did you mean \"lr\"?)" "$TRAINCTL" submit typo.toml
 [ ! -e runs/good ] || fail "a rejected submit created a run directory"
 
-# ZeRO-1's optimizer state is on no rank whole, so its checkpoints must be sharded; zero is 0 or 1.
-write_config unsharded.toml unsharded train.zero=1 checkpoint.sharded=false
+# ZeRO's optimizer state is on no rank whole, so its checkpoints must be sharded; zero is 0 to 3;
+# reshard_after_forward is ZeRO-3's alone.
+write_config unsharded.toml unsharded train.zero=2 checkpoint.sharded=false
 line=$(grep -n '^sharded' unsharded.toml | cut -d: -f1)
-expect_error 2 "trainctl: unsharded.toml:$line:11: checkpoint.sharded: must be true with train.zero = 1: no rank holds the whole optimizer state" \
+expect_error 2 "trainctl: unsharded.toml:$line:11: checkpoint.sharded: must be true with train.zero = 2: no rank holds the whole optimizer state" \
   "$TRAINCTL" validate unsharded.toml
-write_config zero2.toml zero2 train.zero=2
-line=$(grep -n '^zero' zero2.toml | cut -d: -f1)
-expect_exit 2 "$TRAINCTL" validate zero2.toml
-grep -qF "zero2.toml:$line:8: train.zero: " err.txt || fail "train.zero = 2: $(cat err.txt)"
+write_config zero4.toml zero4 train.zero=4
+line=$(grep -n '^zero' zero4.toml | cut -d: -f1)
+expect_exit 2 "$TRAINCTL" validate zero4.toml
+grep -qF "zero4.toml:$line:8: train.zero: " err.txt || fail "train.zero = 4: $(cat err.txt)"
+write_config reshard.toml reshard train.zero=2 train.reshard_after_forward=false
+line=$(grep -n '^reshard_after_forward' reshard.toml | cut -d: -f1)
+expect_error 2 "trainctl: reshard.toml:$line:25: train.reshard_after_forward: applies to train.zero = 3 only (this config has 2), which gathers each layer's weights before use" \
+  "$TRAINCTL" validate reshard.toml
 
 write_config hostile.toml 'x$(touch pwned)'
 expect_error 2 "trainctl: hostile.toml:2:8: job.name: may contain only letters, digits, '.', '_' and '-' (got \"x\$(touch pwned)\")" \

@@ -2,7 +2,8 @@
 # trainctl estimate: its memory total within 15% of the peak RSS the kernel measured for a run of
 # an MLP and of a GPT-2 on the CPU, each sized so that its own memory (~200 MiB) weighs at least
 # as much as the process's base (~30 MiB; ~180 MiB in a build with CUDA); the job.mem warning
-# below the estimate only; with train.zero = 1, a rank's share of the optimizer state; with
+# below the estimate only; with train.zero = 1, a rank's share of the optimizer state; the table
+# of train.zero 0 to 3 side by side for GPT-2 124M on 8 GPUs, and job.gpu_memory's refusals; with
 # --measure, the signal_grace warning when a measured step plus checkpoint write outlasts the
 # grace and not otherwise, the temporary run directory removed; Llama 3.2 1B's parameter count
 # and memory table; exit 2 for a bad config, a [program] and missing data.
@@ -123,6 +124,40 @@ print(f"GPT-2 124M, micro-batch 8: activations {fp32:.1f} MiB in fp32, {bf16:.1f
 sys.exit(0 if bf16 <= 0.6 * fp32 else 1)
 PY
 
+# train.zero side by side for the config's 8 ranks: 1 shards the optimizer state, 2 the gradients
+# too, 3 the weights too, each an eighth (within the display's rounding, 0.05 MiB), and keeps no
+# compute copy; 2 and 3 add the layers' buffers. job.gpu_memory refuses a config at train.zero,
+# naming the first stage that fits, or at job.gpu_memory when none does.
+python3 - gpt2_124m_bf16.out <<'PY' || fail "the train.zero table is not as sharding has it (above)"
+import re, sys
+table = {}
+for line in open(sys.argv[1]):
+    match = re.match(r"  (\S.*?)  +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+)$", line)
+    if match:
+        table[match.group(1)] = [float(x) for x in match.groups()[1:]]
+print("by train.zero:", table)
+weights, gradients, state = table["weights"], table["gradients"], table["optimizer state"]
+eighth = lambda whole, part: abs(whole / 8 - part) <= 0.05
+sharded = (weights[:3] == [weights[0]] * 3 and eighth(weights[0], weights[3]) and gradients[:2] == [gradients[0]] * 2
+           and all(eighth(gradients[0], g) for g in gradients[2:]) and all(eighth(state[0], s) for s in state[1:])
+           and table["weights' bf16 compute copy"][3] == 0 and table["gathered layers"][:3] == [0, 0, 0]
+           and table["gathered layers"][3] > 0 and table["layers' gradients"][:2] == [0, 0])
+sums = [sum(table[row][zero] for row in table if row != "sum") for zero in range(4)]
+sys.exit(0 if sharded and all(abs(a - b) <= 0.5 for a, b in zip(sums, table["sum"])) else 1)
+PY
+gpu_memory_config() { sed "s/^\[job\]/[job]\ngpu_memory = \"$1\"/" gpt2_124m_bf16.toml >"gpu_$1.toml"; }
+gpu_memory_config 4500M
+line=$(grep -n '^zero\|^\[train\]' gpu_4500M.toml | cut -d: -f1)
+expect_exit 2 "$TRAINCTL" validate gpu_4500M.toml --no-preflight
+grep -qE "^trainctl: gpu_4500M.toml:$line:[0-9]+: train.zero: a rank needs [0-9.]+ GiB of device memory with train.zero = 0 on 8 ranks, more than job.gpu_memory = 4500M \(4.4 GiB\) holds; with train.zero = 3 it needs [0-9.]+ GiB" err.txt ||
+  fail "job.gpu_memory = 4500M: $(cat err.txt)"
+gpu_memory_config 4G
+line=$(grep -n '^gpu_memory' gpu_4G.toml | cut -d: -f1)
+expect_exit 2 "$TRAINCTL" validate gpu_4G.toml --no-preflight
+grep -qE "^trainctl: gpu_4G.toml:$line:[0-9]+: job.gpu_memory: .*, and no train.zero fits \([0-9.]+ GiB with zero = 3\)" err.txt ||
+  fail "job.gpu_memory = 4G: $(cat err.txt)"
+gpu_memory_config 6G
+"$TRAINCTL" validate gpu_6G.toml --no-preflight >/dev/null || fail "job.gpu_memory = 6G refused: $(cat err.txt)"
 # configs/llama3_2_1b.toml, Llama 3.2 1B's exact shape (its data absent here: --no-preflight):
 # 1,235,814,400 parameters with tied embeddings, and a memory table per rank. What a built Llama
 # allocates is held to the footprint at a small shape by tests/test_estimate.cpp.

@@ -230,19 +230,20 @@ expect_one_signal_requeue() {
   [ "$restarts" = 1 ] || echo "note: job $job was requeued $((restarts - 1)) more time(s), for: $(sed -n '/^requeued: saved/!s/^requeued: //p' "$run/job.outcome" | paste -sd ';')" >&2
 }
 
-# preempt_mid_run CONFIG RUN STEPS: submits CONFIG, holds rank 0 at the start of step 60 (the test
-# hook) and signals the job there (scancel -s TERM); waits for it to complete after exactly one
-# requeue; prints the step it stopped and resumed at, which must be mid-run: past 60, before STEPS.
+# preempt_mid_run CONFIG RUN STEPS [PAUSE]: submits CONFIG, holds rank 0 at the start of step
+# PAUSE (60; the test hook) and signals the job there (scancel -s TERM); waits for it to complete
+# after exactly one requeue; prints the step it stopped and resumed at, which must be mid-run:
+# past PAUSE, before STEPS.
 preempt_mid_run() {
-  local config=$1 run=$2 steps=$3 job stop_step
-  job=$(TRAINCTL_TEST_PAUSE_IN=step@60 submit "$config")
-  wait_until_paused "$run" step@60 120
+  local config=$1 run=$2 steps=$3 pause=${4:-60} job stop_step
+  job=$(TRAINCTL_TEST_PAUSE_IN=step@$pause submit "$config")
+  wait_until_paused "$run" "step@$pause" 120
   scancel -s TERM "$job"
   wait_for_job "$job" 240 COMPLETED FAILED CANCELLED
   [ "$(job_field "$job" JobState)" = COMPLETED ] || { cat "$run"/logs/* >&2; fail "job $job did not complete"; }
   expect_one_signal_requeue "$job" "$run"
   stop_step=$(sed -nE 's/.*"step":([0-9]+),"event":"stop".*/\1/p' "$run/metrics.jsonl")
-  [ "$stop_step" -gt 60 ] && [ "$stop_step" -lt "$steps" ] || fail "stopped at step '$stop_step', not mid-run"
+  [ "$stop_step" -gt "$pause" ] && [ "$stop_step" -lt "$steps" ] || fail "stopped at step '$stop_step', not mid-run"
   grep -q "\"step\":$stop_step,\"event\":\"resume\"" "$run/metrics.jsonl" || fail "no resume at $stop_step"
   echo "$stop_step"
 }

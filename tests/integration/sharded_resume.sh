@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Sharded checkpoints across world sizes, and the steps that must not be resumed from.
 # 1. Resharding: a run of N ranks, stopped by a signal at step 10 (saved durably), resumes on M
-#    ranks with the same global batch (micro_batch x grad_accum x ranks), ZeRO-1 on or off on
-#    either side, and ends within 1e-6 relative of an uninterrupted N-rank run: only the order the
-#    gradients are summed in differs.
+#    ranks with the same global batch (micro_batch x grad_accum x ranks), any ZeRO stage on
+#    either side (ZeRO-3's 4 ranks to ZeRO-1's 2 and to one rank without ZeRO, and ZeRO-0's
+#    checkpoint into ZeRO-3), and ends within 1e-6 relative of an uninterrupted N-rank run: only
+#    the order the gradients are summed in differs.
 # 2. A step directory missing a shard, with a corrupt shard, or without its manifest is skipped
 #    with a warning naming the file, and the run falls back to the step before; it then ends
 #    bitwise equal to an uninterrupted run.
@@ -42,6 +43,9 @@ reshard four-to-two 4 1 "train.micro_batch=8" 2 1 "train.micro_batch=8 train.gra
 reshard four-to-two-unsharded 4 0 "train.micro_batch=8" 2 0 "train.micro_batch=8 train.grad_accum=2"
 reshard three-to-one 3 1 "train.micro_batch=4" 1 0 "train.micro_batch=4 train.grad_accum=3"
 reshard three-to-one-zero 3 0 "checkpoint.sharded=true train.micro_batch=4" 1 1 "train.micro_batch=4 train.grad_accum=3"
+reshard zero3-to-zero1 4 3 "train.micro_batch=8" 2 1 "train.micro_batch=8 train.grad_accum=2"
+reshard zero3-to-zero0 4 3 "train.micro_batch=8" 1 0 "train.micro_batch=8 train.grad_accum=4"
+reshard zero0-to-zero3 2 0 "train.micro_batch=8 train.grad_accum=2" 4 3 "train.micro_batch=8"
 
 # Step 30's directory, damaged three ways; each copy of the run falls back to step 20.
 write_config clean.toml clean train.zero=1 train.steps=40 checkpoint.every_steps=10 checkpoint.keep_last=5

@@ -30,6 +30,18 @@
 //                    stream and always counts in host_syncs.
 //   peak_device_bytes  the most bytes of cudaMalloc'd memory held at once (registered host
 //                    memory is not device memory).
+//
+// The queue log, the order of what is asked of the device (which counts cannot show: that a
+// collective was issued before the compute it should overlap was queued, which buffers a step
+// holds when): with TRAINCTL_CUDA_ON_CPU_QUEUE_LOG=PREFIX each process writes PREFIX.<pid>, a
+// line per event, in the order the host made the calls:
+//   alloc aN BYTES        a cudaMalloc (allocation N, counting from 1)
+//   free aN               its cudaFree
+//   KIND sS aN...         work queued on stream S (0 the legacy default stream, then the created
+//                         ones in order): KIND kernel, matmul (cublasLtMatmul), copy (device to
+//                         device), memset; or a collective issued on stream S, KIND its NCCL
+//                         name (ncclBroadcast, ncclReduce, ncclAllReduce); then the allocations
+//                         its device pointers fall in, in argument order.
 #pragma once
 
 #include <cstdint>
