@@ -303,19 +303,17 @@ if [ "$rounds" -eq 0 ]; then
   meson_status=0
   logs=build/meson-logs
   if [ $# -eq 0 ]; then
-    # Every test, in three lanes at once, each one test at a time: the cluster suite (on the one
-    # cluster), which spends most of its time waiting for SLURM, starts while the rest builds (its
-    # tests that install everything come last, once all is built); then the local integration
-    # tests, which train on one or two cores, beside the others (unit tests, the CUDA code under
-    # the sanitizers, fuzzing), which mostly use one. Each meson test writes its own log.
-    echo "test.sh: running the cluster suite while the rest builds, then the integration suite beside the others"
-    rm -f "$logs"/cluster.json "$logs"/cluster-installs.json "$logs"/integration.json "$logs"/others.json
+    # Every test: the cluster suite (one test at a time, on the one cluster), which spends most of
+    # its time waiting for SLURM, starts while the rest builds (its tests that install everything
+    # come last, once all is built); once everything is built, the others run two at a time, the
+    # longest first: most of them keep one core busy (unit tests, the CUDA code under the
+    # sanitizers, fuzzing, one-rank training). Each meson test writes its own log.
+    echo "test.sh: running the cluster suite while the rest builds, then the other tests two at a time"
+    rm -f "$logs"/cluster.json "$logs"/cluster-installs.json "$logs"/others.json
     run_tests --build --no-rebuild --suite cluster --no-suite installs --num-processes 1 --logbase cluster \
       --then --after-build --no-rebuild --suite installs --no-suite integration --num-processes 1 --logbase cluster-installs \
-      --and --after-build --no-rebuild --suite integration --num-processes 1 --logbase integration \
-      --and --after-build --no-rebuild --no-suite cluster --no-suite integration --num-processes 1 --logbase others ||
-      meson_status=$?
-    results=("$logs"/cluster.json "$logs"/cluster-installs.json "$logs"/integration.json "$logs"/others.json)
+      --and --after-build --no-rebuild --no-suite cluster --num-processes 2 --logbase others || meson_status=$?
+    results=("$logs"/cluster.json "$logs"/cluster-installs.json "$logs"/others.json)
   else
     echo "test.sh: running the tests (meson test)"
     run_tests "$@" || meson_status=$?
