@@ -49,19 +49,21 @@ install_the_rest() {
 install_the_rest &
 installing=$!
 
-# cluster_targets: what the cluster suite's tests run (their meson `depends`) as ninja targets,
-# but for those in the suite installs, which install everything.
-cluster_targets() {
+# cluster_plan: three lines: what every cluster test runs (the programs: the meson `depends` they
+# all have) as ninja targets; the cluster tests that run no more; and those that need more of the
+# build (the CUDA-on-CPU backend, or everything, to install it). Tests in meson's order.
+cluster_plan() {
   python3 - <<'PY'
 import json, os, subprocess
 def introspect(what):
     return json.loads(subprocess.run(["meson", "introspect", "build", what], check=True,
                                      capture_output=True, text=True).stdout)
 files = {target["id"]: target["filename"] for target in introspect("--targets")}
-suites = lambda test: {suite.split(":")[-1] for suite in test["suite"]}
-needed = {file for test in introspect("--tests") if "cluster" in suites(test) and "installs" not in suites(test)
-          for dependency in test["depends"] for file in files[dependency]}
-print("\n".join(sorted(os.path.relpath(file, "build") for file in needed)))
+tests = [test for test in introspect("--tests") if any(suite.split(":")[-1] == "cluster" for suite in test["suite"])]
+common = set.intersection(*(set(test["depends"]) for test in tests)) if tests else set()
+print(" ".join(sorted(os.path.relpath(file, "build") for target in common for file in files[target])))
+print(" ".join(test["name"] for test in tests if set(test["depends"]) <= common))
+print(" ".join(test["name"] for test in tests if not set(test["depends"]) <= common))
 PY
 }
 
@@ -76,7 +78,8 @@ if [ $# -eq 0 ] && [ "$rounds" -eq 0 ]; then
     echo "test.sh: the configuration failed (above), so no test ran" >&2
     exit 1
   fi
-  mapfile -t targets < <(cluster_targets)
+  plan=$(cluster_plan) || { echo "test.sh: meson introspect failed (above), so no test ran" >&2; exit 1; }
+  { read -ra targets; read -ra cluster_first; read -ra cluster_last; } <<<"$plan"
   echo "test.sh: building what the cluster tests run (${#targets[@]} targets); the rest builds beside them"
   build=(scripts/build.sh -- "${targets[@]}")
 else
@@ -304,16 +307,20 @@ if [ "$rounds" -eq 0 ]; then
   logs=build/meson-logs
   if [ $# -eq 0 ]; then
     # Every test: the cluster suite (one test at a time, on the one cluster), which spends most of
-    # its time waiting for SLURM, starts while the rest builds (its tests that install everything
-    # come last, once all is built); once everything is built, the others run two at a time, the
-    # longest first: most of them keep one core busy (unit tests, the CUDA code under the
-    # sanitizers, fuzzing, one-rank training). Each meson test writes its own log.
+    # its time waiting for SLURM, starts while the rest builds (its tests that need more than the
+    # programs come last, once all is built); once everything is built, the others run two at a
+    # time, the longest first: most of them keep one core busy (unit tests, the CUDA code under
+    # the sanitizers, fuzzing, one-rank training). Each meson test writes its own log.
     echo "test.sh: running the cluster suite while the rest builds, then the other tests two at a time"
-    rm -f "$logs"/cluster.json "$logs"/cluster-installs.json "$logs"/others.json
-    run_tests --build --no-rebuild --suite cluster --no-suite installs --num-processes 1 --logbase cluster \
-      --then --after-build --no-rebuild --suite installs --no-suite integration --num-processes 1 --logbase cluster-installs \
-      --and --after-build --no-rebuild --no-suite cluster --num-processes 2 --logbase others || meson_status=$?
-    results=("$logs"/cluster.json "$logs"/cluster-installs.json "$logs"/others.json)
+    rm -f "$logs"/cluster.json "$logs"/cluster-last.json "$logs"/others.json
+    lanes=()  # the cluster tests by name, where there are any: without names meson test runs all
+    [ ${#cluster_first[@]} -eq 0 ] ||
+      lanes+=(--no-rebuild --suite cluster --num-processes 1 --logbase cluster "${cluster_first[@]}")
+    [ ${#cluster_last[@]} -eq 0 ] || lanes+=(${lanes[0]+--then} --after-build
+      --no-rebuild --suite cluster --num-processes 1 --logbase cluster-last "${cluster_last[@]}")
+    lanes+=(${lanes[0]+--and} --after-build --no-rebuild --no-suite cluster --num-processes 2 --logbase others)
+    run_tests --build "${lanes[@]}" || meson_status=$?
+    results=("$logs"/cluster.json "$logs"/cluster-last.json "$logs"/others.json)
   else
     echo "test.sh: running the tests (meson test)"
     run_tests "$@" || meson_status=$?
