@@ -458,7 +458,8 @@ void build_vocabulary(const std::optional<std::vector<VocabEntry>>& entries, con
   spec.merges.reserve(merge_texts.merges.size());
   std::string joined;
   for (size_t rank = 0; rank < merge_texts.merges.size(); ++rank) {
-    const auto [left_text, right_text] = merge_texts.merges[rank];
+    // Named variables, not a structured binding: clang 14 (the fuzz build) cannot capture those.
+    const std::string_view left_text = merge_texts.merges[rank].first, right_text = merge_texts.merges[rank].second;
     auto id_of = [&](std::string_view text, const char* what) {
       const auto found = id_of_text.find(text);
       if (found == id_of_text.end())

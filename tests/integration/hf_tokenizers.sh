@@ -136,7 +136,7 @@ write_config llama.toml llama model.kind='"llama"' model.vocab_size=32000 data.t
   job.ranks_per_node=1 train.steps=2 checkpoint.every_steps=2 train.log_every=1
 "$TRAINCTL" run llama.toml >/dev/null
 recorded=$(cut -d' ' -f1 runs/llama/tokenizer.txt)
-[ "$(cat runs/llama/tokenizer.txt)" = "$recorded $work/llama2.json" ] && [[ $recorded =~ ^crc32:[0-9a-f]{8}$ ]] ||
+{ [ "$(cat runs/llama/tokenizer.txt)" = "$recorded $work/llama2.json" ] && [[ $recorded =~ ^crc32:[0-9a-f]{8}$ ]]; } ||
   fail "tokenizer.txt: $(cat runs/llama/tokenizer.txt)"
 "$TRAINCTL" sample runs/llama --prompt "This License" --tokens 8 --temperature 0 >sample.txt
 [[ "$(cat sample.txt)" == "This License"?* ]] || fail "sample printed $(cat sample.txt)"

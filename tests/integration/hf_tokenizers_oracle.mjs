@@ -19,7 +19,8 @@
 //   node hf_tokenizers_oracle.mjs expected-text llama3|llama2 CORPUS.json OUT
 //       what `trainctl data decode` must print: each document after its BOS's text
 //   node hf_tokenizers_oracle.mjs bench llama3 TOKENIZER.json FILE
-//       "NAME SECONDS" for each oracle's encoding of FILE as one document, the encoding alone
+//       "NAME SECONDS CPU_SECONDS" for each oracle's encoding of FILE as one document, the
+//       encoding alone: its wall time and the CPU time of the process meanwhile
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -247,9 +248,10 @@ function expectedText(family, corpusFile, out) {
 async function bench(family, tokenizerFile, file) {
   const text = fs.readFileSync(file, "utf8");
   for (const [name, encode] of await oracles(family, tokenizerFile, false)) {
-    const start = performance.now();
+    const start = performance.now(), cpuStart = process.cpuUsage();
     encode(text);
-    console.log(`${name} ${((performance.now() - start) / 1000).toFixed(3)}`);
+    const cpu = process.cpuUsage(cpuStart);
+    console.log(`${name} ${((performance.now() - start) / 1000).toFixed(3)} ${((cpu.user + cpu.system) / 1e6).toFixed(3)}`);
   }
 }
 
