@@ -49,35 +49,42 @@ install_the_rest() {
 install_the_rest &
 installing=$!
 
-# cluster_targets: what the cluster suite's tests run (their meson `depends`) as ninja targets,
-# but for those in the suite installs, which install everything.
-cluster_targets() {
+# cluster_plan: three lines: what every cluster test runs (the programs: the meson `depends` they
+# all have) as ninja targets; the cluster tests that run no more; and those that need more of the
+# build (the CUDA-on-CPU backend, or everything, to install it). Tests in meson's order.
+cluster_plan() {
   python3 - <<'PY'
 import json, os, subprocess
 def introspect(what):
     return json.loads(subprocess.run(["meson", "introspect", "build", what], check=True,
                                      capture_output=True, text=True).stdout)
 files = {target["id"]: target["filename"] for target in introspect("--targets")}
-suites = lambda test: {suite.split(":")[-1] for suite in test["suite"]}
-needed = {file for test in introspect("--tests") if "cluster" in suites(test) and "installs" not in suites(test)
-          for dependency in test["depends"] for file in files[dependency]}
-print("\n".join(sorted(os.path.relpath(file, "build") for file in needed)))
+tests = [test for test in introspect("--tests") if any(suite.split(":")[-1] == "cluster" for suite in test["suite"])]
+common = set.intersection(*(set(test["depends"]) for test in tests)) if tests else set()
+print(" ".join(sorted(os.path.relpath(file, "build") for target in common for file in files[target])))
+print(" ".join(test["name"] for test in tests if set(test["depends"]) <= common))
+print(" ".join(test["name"] for test in tests if not set(test["depends"]) <= common))
 PY
 }
 
 # The CUDA code's tests run on the CPU implementation of CUDA: a build that cannot make it fails
 # here with the reason, instead of leaving those tests out. For every test, the build starts with
-# what the cluster tests run: they mostly wait for SLURM, so they start while the rest builds.
+# what the cluster tests run: they mostly wait for SLURM, so they start while the rest builds (in
+# the background, which writes its exit status to build_status once it has ended).
 build=(scripts/build.sh -Dcuda-on-cpu=enabled)
-if [ $# -eq 0 ] && [ "$rounds" -eq 0 ]; then
+building=""
+build_status=build/meson-logs/test-command-build.status
+every_test=$(( $# == 0 && rounds == 0 ))
+if ((every_test)); then
   echo "test.sh: configuring (scripts/build.sh)"
   if ! "${build[@]}" -- build.ninja; then
     wait "$installing" || true
     echo "test.sh: the configuration failed (above), so no test ran" >&2
     exit 1
   fi
-  mapfile -t targets < <(cluster_targets)
-  echo "test.sh: building what the cluster tests run (${#targets[@]} targets); the rest builds beside them"
+  plan=$(cluster_plan) || { echo "test.sh: meson introspect failed (above), so no test ran" >&2; exit 1; }
+  { read -ra targets; read -ra cluster_first; read -ra cluster_last; } <<<"$plan"
+  echo "test.sh: building what the cluster tests run (${#targets[@]} targets), then the rest beside them"
   build=(scripts/build.sh -- "${targets[@]}")
 else
   echo "test.sh: building (scripts/build.sh)"
@@ -87,7 +94,13 @@ if ! "${build[@]}"; then
   echo "test.sh: the build failed (above), so no test ran" >&2
   exit 1
 fi
+if ((every_test)); then
+  rm -f "$build_status"
+  { status=0; scripts/build.sh || status=$?; echo "$status" >"$build_status.new"; mv "$build_status.new" "$build_status"; } &
+  building=$!
+fi
 if ! wait "$installing"; then
+  [ -z "$building" ] || wait "$building" || true
   echo "test.sh: installing the packages failed (above), so no test ran" >&2
   exit 1
 fi
@@ -117,23 +130,22 @@ if [ -n "$cluster_before" ]; then
   echo "test.sh: the local cluster is up already: the cluster tests use it, and those that reshape it cancel its jobs"
 fi
 
-# run_tests [--build] LANE [--and LANE]...: meson tests, one per lane at a time and the lanes all
-# at once, saying each test as it starts and as it ends, and every 15 s those still running. A
-# LANE is meson test arguments [--then meson test arguments]...: a step starts when the one before
-# it has ended. Each step writes its results where its --logbase says (testlog by default) in
-# build/meson-logs/. With --build, scripts/build.sh builds the rest beside them (its output shown
-# as it comes), and a step whose arguments begin with --after-build waits until it has built
-# everything; if it fails, those steps never start. meson test prints a line as each test ends;
-# the starts come from meson's child processes, each a test's command line (meson introspect
-# --tests).
+# run_tests [--build-status FILE] LANE [--and LANE]...: meson tests, one per lane at a time and
+# the lanes all at once, saying each test as it starts and as it ends, and every 15 s those still
+# running. A LANE is meson test arguments [--then meson test arguments]...: a step starts when the
+# one before it has ended. Each step writes its results where its --logbase says (testlog by
+# default) in build/meson-logs/. With --build-status, the rest of the build goes on beside them,
+# and a step whose arguments begin with --after-build waits until FILE holds its exit status; if
+# it failed, those steps never start. meson test prints a line as each test ends; the starts come
+# from meson's child processes, each a test's command line (meson introspect --tests).
 run_tests() {
   python3 - build "$@" <<'PY'
 import json, os, select, signal, subprocess, sys, time
 
 build, arguments = sys.argv[1], sys.argv[2:]
-building = arguments[:1] == ["--build"]
+build_file = arguments[1] if arguments[:1] == ["--build-status"] else None
 lanes = [[[]]]  # each lane's steps to come, each step its arguments
-for argument in arguments[building:]:
+for argument in arguments[2 if build_file else 0:]:
     if argument == "--and":
         lanes.append([[]])
     elif argument == "--then":
@@ -190,19 +202,15 @@ def say(line):
 
 # Ctrl-C is meson's to handle (it stops the tests and reports them); this relays until they end.
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-def start(command):
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 def start_meson(arguments):
-    meson = start(["meson", "test", "-C", build, "--print-errorlogs", *arguments])
+    meson = subprocess.Popen(["meson", "test", "-C", build, "--print-errorlogs", *arguments],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     pending[meson.stdout.fileno()] = b""
     return meson
 
 pending = {}  # each output's unfinished line
-builder = start(["scripts/build.sh"]) if building else None
-if builder:
-    pending[builder.stdout.fileno()] = b""
-build_status = None if building else 0  # None while it builds
+build_status = None if build_file else 0  # None while it builds
 mesons = []
 lane_mesons = [None] * len(lanes)  # each lane's step running, or the last one
 def start_steps():  # each lane's next step, once the one before it has ended (and the build, where it waits)
@@ -221,7 +229,7 @@ running = {}  # pid -> (name, started), the tests seen running
 # When meson last said something or a test started, and when anything was last printed.
 last_news = last_said = time.monotonic()
 start_steps()
-while pending or builder or any(lanes):
+while pending or any(lanes):
     for output in select.select(list(pending), [], [], 1.0)[0]:
         chunk = os.read(output, 65536)
         if not chunk:
@@ -233,9 +241,9 @@ while pending or builder or any(lanes):
         for line in lines:
             say(line)
             last_news = last_said = time.monotonic()
-    if builder and builder.stdout.fileno() not in pending and builder.poll() is not None:
-        build_status = builder.returncode
-        builder = None
+    if build_status is None and os.path.exists(build_file):
+        with open(build_file) as status:
+            build_status = int(status.read())
         if build_status:
             say("test.sh: the build failed (above), so the tests that need all of it did not run")
     start_steps()
@@ -303,19 +311,22 @@ if [ "$rounds" -eq 0 ]; then
   meson_status=0
   logs=build/meson-logs
   if [ $# -eq 0 ]; then
-    # Every test, in three lanes at once, each one test at a time: the cluster suite (on the one
-    # cluster), which spends most of its time waiting for SLURM, starts while the rest builds (its
-    # tests that install everything come last, once all is built); then the local integration
-    # tests, which train on one or two cores, beside the others (unit tests, the CUDA code under
-    # the sanitizers, fuzzing), which mostly use one. Each meson test writes its own log.
-    echo "test.sh: running the cluster suite while the rest builds, then the integration suite beside the others"
-    rm -f "$logs"/cluster.json "$logs"/cluster-installs.json "$logs"/integration.json "$logs"/others.json
-    run_tests --build --no-rebuild --suite cluster --no-suite installs --num-processes 1 --logbase cluster \
-      --then --after-build --no-rebuild --suite installs --no-suite integration --num-processes 1 --logbase cluster-installs \
-      --and --after-build --no-rebuild --suite integration --num-processes 1 --logbase integration \
-      --and --after-build --no-rebuild --no-suite cluster --no-suite integration --num-processes 1 --logbase others ||
-      meson_status=$?
-    results=("$logs"/cluster.json "$logs"/cluster-installs.json "$logs"/integration.json "$logs"/others.json)
+    # Every test: the cluster suite (one test at a time, on the one cluster), which spends most of
+    # its time waiting for SLURM, starts while the rest builds (its tests that need more than the
+    # programs come last, once all is built); once everything is built, the others run two at a
+    # time, the longest first: most of them keep one core busy (unit tests, the CUDA code under
+    # the sanitizers, fuzzing, one-rank training). Each meson test writes its own log.
+    echo "test.sh: running the cluster suite while the rest builds, then the other tests two at a time"
+    rm -f "$logs"/cluster.json "$logs"/cluster-last.json "$logs"/others.json
+    lanes=()  # the cluster tests by name, where there are any: without names meson test runs all
+    [ ${#cluster_first[@]} -eq 0 ] ||
+      lanes+=(--no-rebuild --suite cluster --num-processes 1 --logbase cluster "${cluster_first[@]}")
+    [ ${#cluster_last[@]} -eq 0 ] || lanes+=(${lanes[0]+--then} --after-build
+      --no-rebuild --suite cluster --num-processes 1 --logbase cluster-last "${cluster_last[@]}")
+    lanes+=(${lanes[0]+--and} --after-build --no-rebuild --no-suite cluster --num-processes 2 --logbase others)
+    run_tests --build-status "$build_status" "${lanes[@]}" || meson_status=$?
+    wait "$building" || true
+    results=("$logs"/cluster.json "$logs"/cluster-last.json "$logs"/others.json)
   else
     echo "test.sh: running the tests (meson test)"
     run_tests "$@" || meson_status=$?
