@@ -58,6 +58,10 @@ RegularFile::RegularFile(const std::string& path) {
 
 RegularFile::~RegularFile() { close(fd_); }
 
+void RegularFile::seek(int64_t offset) {
+  if (lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0) refuse_unreadable_file(errno);
+}
+
 size_t RegularFile::read(std::span<char> buffer) {
   ssize_t count = 0;
   do {

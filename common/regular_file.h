@@ -41,6 +41,8 @@ class RegularFile {
 
   // Its permission bits, as fstat saw them.
   mode_t permissions() const { return mode_ & 07777; }
+  // Moves to byte `offset`: a file that grows (a job's log) is read on from where it was left.
+  void seek(int64_t offset);
   // Up to buffer.size() bytes from where the last read ended; 0 at the end of the file.
   size_t read(std::span<char> buffer);
   // The rest of the file; RegularFileError kTooLarge when it is more than `max_bytes`.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <ostream>
 
 #include <fmt/format.h>
 
@@ -52,6 +53,24 @@ void read_run_file_lines(const std::string& path, size_t max_line_bytes,
 }
 
 }  // namespace
+
+std::optional<int64_t> copy_run_file_from(const std::string& path, int64_t offset, std::ostream& out) {
+  try {
+    RegularFile file(path);
+    file.seek(offset);
+    std::array<char, 65536> buffer;
+    int64_t copied = 0;
+    while (const size_t count = file.read(buffer)) {
+      out.write(buffer.data(), static_cast<std::streamsize>(count));
+      copied += static_cast<int64_t>(count);
+    }
+    out.flush();
+    return copied;
+  } catch (const RegularFileError& error) {
+    if (is_missing(error)) return std::nullopt;
+    refuse_run_file(path, error);
+  }
+}
 
 std::optional<std::string> read_run_file(const std::string& path, size_t max_bytes) {
   try {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,6 +41,10 @@ std::optional<std::string> read_run_file_line(const std::string& path);
 // is read: it may be long and still growing. Nothing when the file does not exist.
 void for_each_run_file_line(const std::string& path, size_t max_line_bytes,
                             const std::function<void(std::string_view text, int64_t number)>& line);
+
+// Writes the file from byte `offset` on to `out` (a job's log, which may be long and still
+// growing) and returns how many bytes that was; nothing when the file does not exist.
+std::optional<int64_t> copy_run_file_from(const std::string& path, int64_t offset, std::ostream& out);
 
 // A count written in decimal digits (requeue.count, progress.step), at most `max`; nothing when
 // the file does not exist or is empty (a writer has just created it).

@@ -1,8 +1,7 @@
 // trainctl logs RUN [-f]: the run's SLURM log, one file across requeues; with -f, followed until
-// the job has ended (requeues included), so that a script can wait on it.
+// the job has ended (requeues included), so that a script can wait on it. What stands at the log's
+// path is read as a run file (run_files.h): a FIFO there is refused, not waited on.
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -10,6 +9,7 @@
 
 #include "commands.h"
 #include "errors.h"
+#include "run_files.h"
 #include "runs/run_dir.h"
 #include "runs/run_status.h"
 
@@ -22,16 +22,8 @@ namespace {
 void follow_until_ended(const RunDir& run_dir, const std::string& log) {
   ProcessRunner runner;
   SlurmClient slurm(runner);
-  std::streamoff printed = 0;
-  const auto print_new = [&] {
-    std::ifstream in(log, std::ios::binary | std::ios::ate);
-    if (!in || in.tellg() <= printed) return;
-    std::string appended(static_cast<size_t>(in.tellg() - printed), '\0');
-    in.seekg(printed);
-    in.read(appended.data(), static_cast<std::streamsize>(appended.size()));
-    std::cout.write(appended.data(), in.gcount()).flush();
-    printed += in.gcount();
-  };
+  int64_t printed = 0;
+  const auto print_new = [&] { printed += copy_run_file_from(log, printed, std::cout).value_or(0); };
   for (;;) {
     const RunStatus status = read_run_status(run_dir, slurm);
     print_new();
@@ -63,9 +55,8 @@ void add_logs_command(CLI::App& app) {
       follow_until_ended(run_dir, log);
       return;
     }
-    std::ifstream in(log);
-    if (!in) throw UsageError(fmt::format("no log yet at {} (is job {} still pending?)", log, *job_id));
-    std::cout << in.rdbuf();
+    if (!copy_run_file_from(log, 0, std::cout))
+      throw UsageError(fmt::format("no log yet at {} (is job {} still pending?)", log, *job_id));
   });
 }
 

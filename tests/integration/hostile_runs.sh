@@ -163,6 +163,10 @@ refused "notify --print, run.json a FIFO" "runs/fifo/run.json: is a FIFO, not a 
 make_run then && echo '{"trainctl_version": "t", "submitted_at": "s", "then": [{"index": 0, "kind": "export", "job": "78"}]}' \
   >runs/then/run.json && mkdir runs/then/then && mkfifo runs/then/then/0.outcome
 refused "then/0.outcome as a FIFO" "runs/then/then/0.outcome: is a FIFO, not a regular file" "$TRAINCTL" status runs/then
+make_run fifo && mkdir runs/fifo/logs && mkfifo runs/fifo/logs/slurm-77.out
+refused "logs, the log a FIFO" "runs/fifo/logs/slurm-77.out: is a FIFO, not a regular file" "$TRAINCTL" logs runs/fifo
+refused "logs -f, the log a FIFO" "runs/fifo/logs/slurm-77.out: is a FIFO, not a regular file" \
+  "$TRAINCTL" logs runs/fifo --follow
 make_run device && rm runs/device/metrics.jsonl && ln -s /dev/zero runs/device/metrics.jsonl
 refused "metrics.jsonl a device" "runs/device/metrics.jsonl: is a character device, not a regular file" \
   "$TRAINCTL" status runs/device
