@@ -3,34 +3,24 @@
 tokens TRAIN VAL FRACTION INPUT...: the token files (llm.c format) hold the inputs' bytes in
 order, the last FRACTION of them in VAL.
 
-export DIR CHECKPOINT: DIR/model.safetensors, read without the safetensors package (Debian has
-none): the 8-byte little-endian header length, the JSON header, the raw bytes, holds exactly the
-checkpoint's /model tensors (read with h5py), bit for bit; for gpt2 these are GPT2LMHeadModel's
-names and shapes without the tied lm_head.weight; and DIR/config.json describes the model of the
-checkpoint's stored config, with torch_dtype float32."""
+export DIR CHECKPOINT: DIR/model.safetensors, read by hf_weights.py (which holds it to the format
+as the safetensors package writes it), holds exactly the checkpoint's /model tensors (read with
+h5py) in F32, bit for bit; for gpt2 these are GPT2LMHeadModel's names and shapes without the
+tied lm_head.weight; and DIR/config.json describes the model of the checkpoint's stored config,
+with torch_dtype float32."""
 import json
-import struct
 import sys
 import tomllib
 
 import h5py
 import numpy as np
 
+from hf_weights import expected_config, read_safetensors
+from peer_lib import read_tokens
+
 
 def fail(message):
     sys.exit(f"FAIL: {message}")
-
-
-def read_token_file(path):
-    with open(path, "rb") as file:
-        data = file.read()
-    header = np.frombuffer(data[:1024], dtype="<i4")
-    if header[0] != 20240520 or header[1] != 1:
-        fail(f"{path}: header {header[:3]}")
-    tokens = np.frombuffer(data[1024:], dtype="<u2")
-    if len(tokens) != header[2]:
-        fail(f"{path}: {len(tokens)} tokens, header says {header[2]}")
-    return tokens
 
 
 def check_tokens(train, val, fraction, inputs):
@@ -38,32 +28,10 @@ def check_tokens(train, val, fraction, inputs):
     expected = np.frombuffer(text, dtype=np.uint8).astype(np.uint16)
     val_count = int(len(expected) * fraction + 0.5)  # llround, as tokenize splits
     for path, want in ((train, expected[:len(expected) - val_count]), (val, expected[len(expected) - val_count:])):
-        got = read_token_file(path)
+        got = read_tokens(path)
         if len(got) != len(want) or not np.array_equal(got, want):
             fail(f"{path}: {len(got)} tokens, expected {len(want)} bytes of the inputs")
     print(f"tokens: {len(expected) - val_count} + {val_count} tokens are the inputs' bytes")
-
-
-def read_safetensors(path):
-    with open(path, "rb") as file:
-        data = file.read()
-    (length,) = struct.unpack("<Q", data[:8])
-    if length % 8 != 0:
-        fail(f"{path}: header length {length} is not a multiple of 8")
-    header = json.loads(data[8:8 + length])
-    if header.pop("__metadata__", None) != {"format": "pt"}:
-        fail(f"{path}: __metadata__ is not {{'format': 'pt'}}")
-    body = data[8 + length:]
-    tensors, end = {}, 0
-    for name, entry in sorted(header.items(), key=lambda item: item[1]["data_offsets"]):
-        begin, stop = entry["data_offsets"]
-        if begin != end or entry["dtype"] != "F32":
-            fail(f"{path}: {name} is {entry['dtype']} at [{begin}, {stop}), expected F32 from {end}")
-        tensors[name] = np.frombuffer(body[begin:stop], dtype="<f4").reshape(entry["shape"])
-        end = stop
-    if end != len(body):
-        fail(f"{path}: tensors end at byte {end} of {len(body)}")
-    return tensors
 
 
 def gpt2_shapes(model):
@@ -83,21 +51,10 @@ def gpt2_shapes(model):
     return shapes
 
 
-def expected_config(model):
-    """config.json's fields for a checkpoint's [model], torch_dtype aside (hf_weights.py uses it too)."""
-    if model.get("kind", "mlp") == "mlp":
-        return {"model_type": "trainctl-mlp", "inputs": model["inputs"], "hidden": model.get("hidden", []),
-                "classes": model["classes"], "activation": model.get("activation", "relu")}
-    block, vocab = model["block_size"], model["vocab_size"]
-    return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_layer": model["n_layer"],
-            "n_head": model["n_head"], "n_embd": model["n_embd"], "n_positions": block, "n_ctx": block,
-            "vocab_size": vocab, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
-            "resid_pdrop": 0, "embd_pdrop": 0, "attn_pdrop": 0, "tie_word_embeddings": True,
-            "bos_token_id": vocab - 1, "eos_token_id": vocab - 1}
-
-
 def check_export(directory, checkpoint):
-    exported = read_safetensors(f"{directory}/model.safetensors")
+    exported = {name: tensor.numpy() for name, tensor in read_safetensors(f"{directory}/model.safetensors").items()}
+    if any(tensor.dtype != np.float32 for tensor in exported.values()):
+        fail(f"{directory}/model.safetensors: not every tensor is F32")
     with h5py.File(checkpoint, "r") as file:
         stored = {name: np.asarray(dataset) for name, dataset in file["model"].items()}
         config_text = file.attrs["config"]

@@ -28,8 +28,6 @@ import h5py
 import numpy as np
 import torch
 
-from export_safetensors import expected_config
-
 DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
 # Integers of each width, to move a tensor's bytes through numpy, which has no bfloat16.
 SAME_WIDTH = {torch.float32: (torch.int32, "<i4"), torch.bfloat16: (torch.int16, "<i2"),
@@ -60,18 +58,29 @@ def write_safetensors(path, tensors):
 
 
 def read_safetensors(path):
-    """{name: tensor} in the order of their data, each in its stored dtype."""
+    """{name: tensor} in the order of their data, each in its stored dtype. The file is held to the
+    format as the safetensors package writes it (trainctl's exports must be): the header padded to
+    8 bytes, __metadata__ {"format": "pt"} (transformers refuses a file without it), and the
+    tensors' bytes one after another from the start of the data to its end, with no hole."""
     with open(path, "rb") as f:
         data = f.read()
     (length,) = struct.unpack("<Q", data[:8])
+    if length % 8 != 0:
+        sys.exit(f"{path}: header length {length} is not a multiple of 8")
     header = json.loads(data[8:8 + length])
-    header.pop("__metadata__", None)
-    start, tensors = 8 + length, {}
+    if header.pop("__metadata__", None) != {"format": "pt"}:
+        sys.exit(f"{path}: __metadata__ is not {{'format': 'pt'}}")
+    body, tensors, end = data[8 + length:], {}, 0
     for name, entry in sorted(header.items(), key=lambda item: item[1]["data_offsets"]):
         dtype = DTYPES[entry["dtype"]]
-        begin, end = entry["data_offsets"]
-        integers = np.frombuffer(data[start + begin:start + end], dtype=SAME_WIDTH[dtype][1]).copy()
+        begin, stop = entry["data_offsets"]
+        if begin != end:
+            sys.exit(f"{path}: {name} starts at byte {begin} of the data, expected {end}")
+        integers = np.frombuffer(body[begin:stop], dtype=SAME_WIDTH[dtype][1]).copy()
         tensors[name] = torch.from_numpy(integers).view(dtype).reshape(entry["shape"])
+        end = stop
+    if end != len(body):
+        sys.exit(f"{path}: the tensors end at byte {end} of the data's {len(body)}")
     return tensors
 
 
@@ -124,6 +133,19 @@ def index_text(shards, tensors):
                           "total_size": sum(t.numel() * t.element_size() for t in tensors.values())},
              "weight_map": {name: names[i] for i, shard in enumerate(shards) for name in shard}}
     return json.dumps(index, indent=2, sort_keys=True) + "\n"
+
+
+def expected_config(model):
+    """config.json's fields for a checkpoint's [model], torch_dtype aside."""
+    if model.get("kind", "mlp") == "mlp":
+        return {"model_type": "trainctl-mlp", "inputs": model["inputs"], "hidden": model.get("hidden", []),
+                "classes": model["classes"], "activation": model.get("activation", "relu")}
+    block, vocab = model["block_size"], model["vocab_size"]
+    return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_layer": model["n_layer"],
+            "n_head": model["n_head"], "n_embd": model["n_embd"], "n_positions": block, "n_ctx": block,
+            "vocab_size": vocab, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+            "resid_pdrop": 0, "embd_pdrop": 0, "attn_pdrop": 0, "tie_word_embeddings": True,
+            "bos_token_id": vocab - 1, "eos_token_id": vocab - 1}
 
 
 def hub_gpt2_config(model, torch_dtype):

@@ -29,7 +29,10 @@ def read_tokens(path):
     dtype = TOKEN_FILE_FORMATS.get((int(header[0]), int(header[1])))
     if dtype is None:
         sys.exit(f"{path}: not an llm.c token file (magic {header[0]}, version {header[1]})")
-    return np.fromfile(path, dtype=dtype, count=header[2], offset=TOKEN_FILE_HEADER_INTS * 4)
+    tokens = np.fromfile(path, dtype=dtype, offset=TOKEN_FILE_HEADER_INTS * 4)
+    if len(tokens) != header[2]:
+        sys.exit(f"{path}: {len(tokens)} tokens, its header says {header[2]}")
+    return tokens
 
 
 def step_batch(tokens, block_size, global_batch, step):
