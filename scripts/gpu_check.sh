@@ -8,7 +8,8 @@
 #   their lib/) an RPATH of $ORIGIN/../lib or $ORIGIN, then /usr/local/cuda/lib64 (patchelf:
 #   scripts/install-deps.sh --bench), and packs them with the shared libraries they need, apart
 #   from glibc's own and CUDA's, and the source's git revision, into gpu-pack.tar.gz
-#   (git-ignored), for the device tool to carry.
+#   (git-ignored), for the device tool to carry. With LLMC_SOURCE=DIR (a copy of llm.c's source,
+#   outside the repository), llm.c's train_gpt2cu too, for the peers step.
 # There:  scripts/gpu_check.sh STEP... (or `all`)
 #   unpacks gpu-pack.tar.gz into /tmp (without one it runs build/'s programs), prints the pack's
 #   revision, nvidia-smi and what the programs' libraries resolve to (misses first), then runs
@@ -67,6 +68,9 @@
 #                shape, tied, micro-batch 4, on random tokens: tokens/s and MFU, beside PyTorch
 #                eager and torch.compile of the same model with fused attention, in bf16
 #                (scripts/bench_gpu_lm.py)                                  (not yet run), 9 min
+#   peers        GPT-2 124M in bf16 at micro-batch 8 and 16: trainctl's tokens/s beside llm.c's
+#                (the pack's, with LLMC_SOURCE) and torch.compile's, in the issue's form
+#                `result (CARD, DATE, micro-batch N): R× llm.c, R× torch.compile` (not yet run), 8 min
 #   profile      each kernel's GPU time under Nsight Compute, grouped by kernel (scripts/
 #                kernel_profile.py), for 2 steps of gpt2bench's bf16 run and 12 of bench's; the
 #                per-launch tables in $OUT/*-kernels.csv               GPT-2's 3 steps: 233 s, 5 min
@@ -82,6 +86,8 @@
 #   2. scripts/gpu_check.sh racecheck large                          the benchmark's shapes: 266 s
 #   3. scripts/gpu_check.sh profile                                  where the GPU time goes
 #      (zero3, added since, goes with it)
+#   4. scripts/gpu_check.sh peers                     trainctl against llm.c and torch.compile
+#      (added since; its pack made with LLMC_SOURCE)
 # DEVICE=cpu runs the training steps on the CPU alone, at a small size, and the attention step's
 # programs at small shapes (trainctl's on the CPU implementation of CUDA, PyTorch's on the CPU),
 # and skips the others: a check of this script and of the pack on a machine without a GPU.
@@ -92,9 +98,9 @@ pack_build=${PACK_BUILD_DIR:-build-gpu-pack}
 
 # Step limits in seconds.
 declare -A step_limit=([tensorcores]=60 [attention]=120 [kernels]=180 [large]=420 [memcheck]=480 [racecheck]=480 [fp32]=240 [bf16]=180
-  [gpt2]=300 [sigterm]=240 [crossdevice]=240 [bench]=480 [gpt2bench]=480 [zero3]=300 [llama]=540 [profile]=300)
-all_steps=(tensorcores attention kernels large memcheck racecheck fp32 bf16 gpt2 sigterm crossdevice bench gpt2bench zero3 llama
-  profile)
+  [gpt2]=300 [sigterm]=240 [crossdevice]=240 [bench]=480 [gpt2bench]=480 [zero3]=300 [peers]=480 [llama]=540 [profile]=300)
+all_steps=(tensorcores attention kernels large memcheck racecheck fp32 bf16 gpt2 sigterm crossdevice bench gpt2bench zero3 peers
+  llama profile)
 
 if [ "${1:-}" = --pack ]; then
   set -e
@@ -109,6 +115,22 @@ if [ "${1:-}" = --pack ]; then
   cp "${packed[@]}" gpu-pack/bin/
   cp "$pack_build/kernels/libtrainctl-cuda.so" gpu-pack/lib/
   packed+=("$pack_build/kernels/libtrainctl-cuda.so")
+  # llm.c, the peers step's peer, from a copy of its source (karpathy/llm.c at f1e2ace) in
+  # LLMC_SOURCE, built outside the repository with what CUDA 13 and a machine without NVML need
+  # (../shared/notes/gpu-peers.md): cudaMemAdvise's location as a cudaMemLocation, no -lnvidia-ml
+  # (llmc/mfu.h finds no nvml.h here and counts without it).
+  if [ -n "${LLMC_SOURCE:-}" ]; then
+    llmc_build=$(mktemp -d)
+    cp -r "$LLMC_SOURCE"/. "$llmc_build"
+    sed -i 's/^  NVCC_LDFLAGS += -lnvidia-ml$/  NVCC_LDFLAGS +=/' "$llmc_build/Makefile"
+    sed -i 's/cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdviseSetPreferredLocation, cudaMemLocation{cudaMemLocationTypeHost, 0})/' \
+      "$llmc_build/llmc/cuda_utils.cuh"
+    ! grep -q -- '-lnvidia-ml' "$llmc_build/Makefile" && grep -q cudaMemLocationTypeHost "$llmc_build/llmc/cuda_utils.cuh" ||
+      { echo "LLMC_SOURCE is not the llm.c these changes were made for (f1e2ace)" >&2; exit 1; }
+    make -C "$llmc_build" train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=0 GPU_COMPUTE_CAPABILITY=90 >/dev/null
+    cp "$llmc_build/train_gpt2cu" gpu-pack/bin/
+    packed+=("$llmc_build/train_gpt2cu")
+  fi
   # Only the pack's libraries and CUDA's, in that order, not the build machine's directories
   # that meson put first. DT_RPATH (--force-rpath), not RUNPATH: it also serves the packed
   # libraries' own needs (libhdf5's libsz, ...), which the programs' RUNPATH would not, and the
@@ -123,7 +145,7 @@ if [ "${1:-}" = --pack ]; then
     grep -vE '/(libc|libm|libmvec|libresolv|libpthread|libdl|librt|libutil|libanl|ld-linux[^/]*)\.so|^/usr/local/cuda' |
     xargs -I{} cp -L {} gpu-pack/lib/
   echo "$(git describe --always --dirty --abbrev=12) $(git log -1 --format=%cI) packed $(date -u +%FT%TZ)" >gpu-pack/REVISION
-  tar -czf gpu-pack.tar.gz gpu-pack && rm -rf gpu-pack
+  tar -czf gpu-pack.tar.gz gpu-pack && rm -rf gpu-pack ${llmc_build:+"$llmc_build"}
   echo "gpu-pack.tar.gz: $(du -h gpu-pack.tar.gz | cut -f1), $(tar -tzf gpu-pack.tar.gz | grep -c '/lib/.') libraries"
   exit 0
 fi
@@ -442,11 +464,11 @@ print(f"trainctl {sys.argv[2]}: {rate:,.0f} samples/s, {rate * flops / 1e12:.1f}
 }
 
 # GPT-2 124M's shape, its vocabulary padded to a multiple of 64 (as people train it: whole
-# tiles and float4 rows), micro-batch 8 on one GPU, PRECISION, STEPS (40) without checkpoints but
-# the last, train.zero ZERO (0), in $work/gpt2bench-PRECISION.toml, or with a ZERO given,
-# $work/gpt2bench-PRECISION-zeroZERO.toml.
+# tiles and float4 rows), on one GPU, PRECISION, STEPS (40) without checkpoints but the last,
+# train.zero ZERO (0), micro-batch MICRO_BATCH (8), in $work/gpt2bench-PRECISION.toml, with a ZERO
+# given $work/gpt2bench-PRECISION-zeroZERO.toml, and with a MICRO_BATCH -mbMICRO_BATCH after that.
 gpt2bench_config() {
-  local name=gpt2bench-$1${3:+-zero$3}
+  local name=gpt2bench-$1${3:+-zero$3}${4:+-mb$4}
   cat >"$work/$name.toml" <<EOF
 [job]
 name = "$name"
@@ -463,7 +485,7 @@ vocab_size = 50304
 train = "gpt2bench_tokens.bin"
 [train]
 steps = ${2:-40}
-micro_batch = 8
+micro_batch = ${4:-8}
 lr = 6e-4
 grad_clip = 1.0
 log_every = 1
@@ -610,6 +632,49 @@ print(f"GPT-2 124M, bf16, micro-batch 8, one GPU: {time0 * 1e3:.1f} ms/step with
 ' "$work/runs/gpt2bench-bf16-zero0/metrics.jsonl" "$work/runs/gpt2bench-bf16-zero3/metrics.jsonl"
 }
 
+# The issue's comparison: GPT-2 124M in bf16 at micro-batch 8 and 16, trainctl beside llm.c (the
+# pack's train_gpt2cu, recompute off, no cuDNN; ../shared/notes/gpu-peers.md) and torch.compile
+# (bench_gpu_lm.py), each the median step after 10 of 40; one line per micro-batch:
+#   result (CARD, YYYY-MM-DD, micro-batch N): R× llm.c, R× torch.compile
+step_peers() {
+  needs_gpu
+  [ -x "$llmc" ] || { echo "no llm.c in the pack: scripts/gpu_check.sh --pack with LLMC_SOURCE set"; return 1; }
+  gpt2bench_tokens
+  local micro_batch name card failed=0
+  card=$(nvidia-smi --query-gpu=name --format=csv,noheader | sed -n 1p)
+  for micro_batch in 8 16; do
+    name=gpt2bench-bf16-zero0-mb$micro_batch
+    gpt2bench_config bf16 40 0 "$micro_batch"
+    train "$name" || { failed=1; continue; }
+    rm -rf "$work/runs/$name/checkpoints"
+    python3 scripts/bench_gpu_lm.py --config "$work/$name.toml" --precisions bf16 >"$work/$name-torch.out" 2>&1 ||
+      { tail -n 5 "$work/$name-torch.out"; failed=1; continue; }
+    cat "$work/$name-torch.out"
+    # llm.c prints each step as "step   12/40 | ... | 27.49 ms | 24.2% bf16 MFU | 297904 tok/s".
+    "$llmc" -i "$work/gpt2bench_tokens.bin" -j "$work/gpt2bench_tokens.bin" -e d12 -t 1024 -b "$micro_batch" \
+      -r 0 -x 40 -v 1000 -m 1 -s 0 -h 0 >"$work/llmc-mb$micro_batch.out" 2>&1 ||
+      { tail -n 5 "$work/llmc-mb$micro_batch.out"; failed=1; continue; }
+    python3 - "$work/runs/$name/metrics.jsonl" "$work/$name-torch.out" "$work/llmc-mb$micro_batch.out" \
+      "$card" "$micro_batch" <<'PY' || failed=1
+import datetime, json, re, statistics, sys
+metrics, torch_out, llmc_out, card, micro_batch = sys.argv[1:]
+ours = statistics.median(line["tokens_per_s"] for line in [
+    line for line in map(json.loads, open(metrics)) if "loss" in line][10:])
+compiled = re.search(r"bf16 compile: ([\d,]+) tokens/s", open(torch_out).read())
+# From each step's time, not llm.c's tok/s, which is a moving average.
+llmc = [int(micro_batch) * 1024 / (float(ms) / 1e3) for step, ms in
+        re.findall(r"^step +(\d+)/\d+ .*\| ([\d.]+) ms \|", open(llmc_out).read(), re.M) if int(step) > 10]
+if not compiled or not llmc:
+    sys.exit(f"no tokens/s of {'torch.compile' if not compiled else 'llm.c'} in its output")
+compiled, llmc = float(compiled.group(1).replace(",", "")), statistics.median(llmc)
+print(f"micro-batch {micro_batch}: trainctl {ours:,.0f}, llm.c {llmc:,.0f}, torch.compile {compiled:,.0f} tokens/s")
+print(f"result ({card}, {datetime.date.today()}, micro-batch {micro_batch}): "
+      f"{ours / llmc:.2f}× llm.c, {ours / compiled:.2f}× torch.compile")
+PY
+  done
+  return "$failed"
+}
+
 # kernel_profile NAME: the run of config NAME under Nsight Compute, each kernel's GPU time at
 # the clocks and caches it ran with (no clock locking, no cache flush), in $out/NAME-kernels.csv;
 # printed grouped by kernel, the costliest first (scripts/kernel_profile.py).
@@ -676,6 +741,7 @@ else
 fi
 export trainctl=$programs/trainctl kernel_test=$programs/test_cuda_kernels tensor_core_test=$programs/test_tensor_cores
 export attention_bench=$programs/bench_attention cuda_backend=$programs/../lib/libtrainctl-cuda.so
+export llmc=$programs/train_gpt2cu
 [ -x "$trainctl" ] || trainctl=$programs/cli/trainctl
 [ -x "$kernel_test" ] || kernel_test=$programs/tests/test_cuda_kernels
 [ -x "$tensor_core_test" ] || tensor_core_test=$programs/tests/test_tensor_cores
@@ -688,7 +754,7 @@ echo "== $(date -u +%FT%TZ) gpu_check ${steps[*]} on $device; $revision"
 echo "== nvidia-smi"
 if command -v nvidia-smi >/dev/null; then nvidia-smi 2>&1; else echo "no nvidia-smi: no GPU here"; fi
 echo "== the programs' shared libraries"
-for program in "$trainctl" "$runtime" "$kernel_test" "$tensor_core_test" "$attention_bench"; do
+for program in "$trainctl" "$runtime" "$kernel_test" "$tensor_core_test" "$attention_bench" "$llmc"; do
   [ -x "$program" ] || { echo "$program: missing"; continue; }
   resolved=$(ldd "$program" 2>&1)
   misses=$(grep 'not found' <<<"$resolved" | awk '{ print $1 }' | tr '\n' ' ')
