@@ -31,6 +31,7 @@
 #include "atomic_file.h"
 #include "checkpoint_directory.h"
 #include "checkpoint_file.h"
+#include "error_message.h"
 #include "hdf5_file.h"
 #include "json.h"
 
@@ -226,12 +227,7 @@ size_t offset_of(const std::string& path, const std::string& bytes) {
 }
 
 std::string load_error(const std::string& path) {
-  try {
-    trainctl::load_checkpoint(path);
-  } catch (const CheckpointError& error) {
-    return error.what();
-  }
-  return "(no error)";
+  return error_message<CheckpointError>([&] { (void)trainctl::load_checkpoint(path); });
 }
 
 std::vector<int64_t> listed_steps(const TempDir& dir) {

@@ -15,6 +15,7 @@
 
 #include "batch.h"
 #include "classification_file.h"
+#include "error_message.h"
 #include "hdf5_file.h"
 
 namespace {
@@ -75,12 +76,7 @@ std::string write_with_x(const std::string& name, const std::vector<float>& x) {
 }
 
 std::string read_error(const std::string& path) {
-  try {
-    trainctl::read_classification_file(path);
-  } catch (const std::runtime_error& error) {
-    return error.what();
-  }
-  return "(no error)";
+  return error_message<std::runtime_error>([&] { (void)trainctl::read_classification_file(path); });
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "config_reader.h"
+#include "error_message.h"
 #include "job_spec.h"
 
 using trainctl::ConfigError;
@@ -20,12 +21,7 @@ JobSpec parse(std::string_view text) {
 }
 
 std::string error_of(std::string_view text) {
-  try {
-    parse(text);
-  } catch (const ConfigError& error) {
-    return error.what();
-  }
-  return "(no error)";
+  return error_message<ConfigError>([&] { (void)parse(text); });
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "bad_input.h"
 #include "config_reader.h"
+#include "error_message.h"
 #include "notify_spec.h"
 
 using trainctl::ConfigError;
@@ -27,12 +28,7 @@ std::optional<NotifySpec> parse(std::string_view text) {
 }
 
 std::string error_of(std::string_view text) {
-  try {
-    parse(text);
-  } catch (const ConfigError& error) {
-    return error.what();
-  }
-  return "(no error)";
+  return error_message<ConfigError>([&] { (void)parse(text); });
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "config_file.h"
 #include "config_files.h"
 #include "config_reader.h"
+#include "error_message.h"
 #include "job_array.h"
 #include "json.h"
 #include "runs/run_status.h"
@@ -497,12 +498,7 @@ std::string corrupted(std::string_view from, std::string_view to) {
 }
 
 std::string manifest_error(const std::string& text) {
-  try {
-    trainctl::parse_manifest(text, "manifest.toml");
-  } catch (const ConfigError& error) {
-    return error.what();
-  }
-  return "(no error)";
+  return error_message<ConfigError>([&] { (void)trainctl::parse_manifest(text, "manifest.toml"); });
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 
 #include "commands.h"
 #include "config_files.h"
+#include "error_message.h"
 #include "errors.h"
 #include "token_file.h"
 #include "token_source.h"
@@ -54,12 +55,7 @@ std::string write_valid(const TempDir& dir, const std::string& name, const std::
 }
 
 std::string data_error(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const DataError& error) {
-    return error.what();
-  }
-  return "(no error)";
+  return error_message<DataError>([&] { action(); });
 }
 
 template <class Token = uint16_t>
@@ -247,12 +243,7 @@ void tokenize(std::vector<std::string> args) {
 
 template <class Error>
 std::string tokenize_error(const std::vector<std::string>& args) {
-  try {
-    tokenize(args);
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
+  return error_message<Error>([&] { tokenize(args); });
 }
 
 }  // namespace

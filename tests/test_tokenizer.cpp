@@ -29,6 +29,7 @@
 #include "token_file.h"
 #include "tokenizer.h"
 #include "data/tokenize_files.h"
+#include "error_message.h"
 
 using config_files::TempDir;
 using trainctl::Tokenizer;
@@ -309,21 +310,11 @@ const Tokenizer& llama2_tokenizer() {
 }
 
 std::string load_error(const std::string& path) {
-  try {
-    Tokenizer::load(path);
-  } catch (const trainctl::BadInput& error) {
-    return error.what();
-  }
-  return "(no error)";
+  return error_message<trainctl::BadInput>([&] { (void)Tokenizer::load(path); });
 }
 
 std::string bad_input(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const trainctl::BadInput& error) {
-    return error.what();
-  }
-  return "(no error)";
+  return error_message<trainctl::BadInput>([&] { action(); });
 }
 
 Tokens concatenated(Tokens first, const Tokens& second) {
